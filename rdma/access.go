@@ -1,0 +1,46 @@
+package rdma
+
+import "strings"
+
+// Access is the set of rights a MemoryRegion grants, as ibv_access_flags.
+type Access uint32
+
+const (
+	// AccessLocalWrite lets the local device write into the region: the
+	// destination of a READ or of an atomic's original value, a RECV buffer.
+	AccessLocalWrite Access = 1 << iota
+	// AccessRemoteWrite lets peers WRITE and WRITE_WITH_IMM into the region.
+	AccessRemoteWrite
+	// AccessRemoteRead lets peers READ the region.
+	AccessRemoteRead
+	// AccessRemoteAtomic lets peers COMPARE_AND_SWAP and FETCH_AND_ADD on the
+	// region's aligned 8-byte words.
+	AccessRemoteAtomic
+)
+
+// AccessRemote is every remote right.
+const AccessRemote = AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+
+// Has reports whether a grants every right in want.
+func (a Access) Has(want Access) bool { return a&want == want }
+
+func (a Access) String() string {
+	if a == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, f := range []struct {
+		bit  Access
+		name string
+	}{
+		{AccessLocalWrite, "local-write"},
+		{AccessRemoteWrite, "remote-write"},
+		{AccessRemoteRead, "remote-read"},
+		{AccessRemoteAtomic, "remote-atomic"},
+	} {
+		if a&f.bit != 0 {
+			parts = append(parts, f.name)
+		}
+	}
+	return strings.Join(parts, "|")
+}
