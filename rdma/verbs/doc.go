@@ -1,0 +1,28 @@
+// Package verbs is the rdma provider over libibverbs, for InfiniBand, RoCE
+// and iWARP NICs. It is a thin mapping of the rdma API onto ibverbs: one cgo
+// call per PostSend, PostRecv and Poll (a poll reaps up to 64 completions).
+//
+// It needs cgo, Linux and the build tag `verbs` (and Debian's libibverbs-dev
+// to build):
+//
+//	go test -tags verbs ./rdma/verbs/
+//
+// Without the tag, Open returns an error wrapping rdma.ErrNotSupported that
+// says how to build it. Without an RDMA device, Open returns an error wrapping
+// rdma.ErrNoDevice and the tests skip, saying so.
+//
+// Verbs atomics may be atomic only against other atomics of the same NIC
+// (IBV_ATOMIC_HCA); Caps().Atomic reports what the device grants, and a device
+// without atomics (AtomicNone) cannot be a topic's home.
+package verbs
+
+import "github.com/rs/zerolog"
+
+// Config selects the device and port.
+type Config struct {
+	HostID   string         // default: hostname
+	Device   string         // device name such as "mlx5_0"; default: the first
+	Port     int            // port number; default 1
+	GIDIndex int            // GID table index for RoCE; default 0
+	Logger   zerolog.Logger // control paths only
+}
