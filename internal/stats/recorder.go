@@ -1,0 +1,158 @@
+package stats
+
+import (
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Histogram geometry shared by every recorder and checked on every decoded
+// message (DESIGN.md: 1 ns to 10 s, 3 significant digits).
+const (
+	LowestValue        int64 = 1
+	HighestValue       int64 = int64(10 * time.Second)
+	SignificantFigures       = 3
+)
+
+// NewHistogram returns an empty histogram of the recorder's geometry.
+func NewHistogram() *hdrhistogram.Histogram {
+	return hdrhistogram.New(LowestValue, HighestValue, SignificantFigures)
+}
+
+// Interval is what one interval recorded: the histogram and the values that
+// had to be clamped into its range.
+type Interval struct {
+	Histogram *hdrhistogram.Histogram
+	Start     time.Time // when the interval began (the previous snapshot)
+	End       time.Time // when the snapshot was taken
+	Negative  uint64    // latencies below 0 (clock skew), recorded as 0
+	Saturated uint64    // latencies above HighestValue, recorded as HighestValue
+}
+
+// phaseBuf is one of the recorder's two buffers. Its fields are written only
+// by the writer while the phaser says the buffer is active, and read or reset
+// only by a reader after the phaser flipped away from it.
+type phaseBuf struct {
+	h         *hdrhistogram.Histogram
+	negative  uint64
+	saturated uint64
+}
+
+// Recorder records latencies of one topic of one subscriber. Record has a
+// single writer; Snapshot and SnapshotInto may be called from any goroutine
+// (readers are serialised among themselves).
+type Recorder struct {
+	_ [128]byte // keep the writer's counters off a neighbour's lines
+	// startEpoch counts records begun in the current phase. The writer adds
+	// one (the add pairs with the reader's Swap in flip); its sign is the
+	// phase: >= 0 even (buf[0]), < 0 odd (buf[1]).
+	startEpoch atomic.Int64
+	// evenEnd and oddEnd count records finished in each phase, written by the
+	// writer's add after the record; the reader loads them in flip until they
+	// reach the start value it swapped out.
+	evenEnd atomic.Int64
+	oddEnd  atomic.Int64
+	buf     [2]*phaseBuf
+	_       [128]byte
+
+	mu       sync.Mutex // readers only
+	lastFlip time.Time
+}
+
+// NewRecorder returns a recorder whose first interval starts now.
+func NewRecorder() *Recorder {
+	r := &Recorder{
+		buf:      [2]*phaseBuf{{h: NewHistogram()}, {h: NewHistogram()}},
+		lastFlip: time.Now(),
+	}
+	r.oddEnd.Store(math.MinInt64)
+	return r
+}
+
+// Record adds one latency in nanoseconds. It allocates nothing, takes no lock
+// and makes no syscall: two uncontended atomic adds and a histogram
+// increment. Only one goroutine may call Record.
+func (r *Recorder) Record(latencyNs int64) {
+	e := r.startEpoch.Add(1) - 1 // pairs with flip's Swap
+	b := r.buf[0]
+	if e < 0 {
+		b = r.buf[1]
+	}
+	if latencyNs < 0 {
+		b.negative++
+		latencyNs = 0
+	} else if latencyNs > HighestValue {
+		b.saturated++
+		latencyNs = HighestValue
+	}
+	_ = b.h.RecordValue(latencyNs) // in range by construction: cannot fail
+	if e < 0 {
+		r.oddEnd.Add(1) // pairs with flip's Load of oddEnd
+	} else {
+		r.evenEnd.Add(1) // pairs with flip's Load of evenEnd
+	}
+}
+
+// flip moves the writer onto the other buffer and returns the index of the
+// buffer it left, once no record is in flight on it. Caller holds r.mu.
+func (r *Recorder) flip() int {
+	nextEven := r.startEpoch.Load() < 0
+	var start int64
+	if nextEven {
+		r.evenEnd.Store(0)
+	} else {
+		start = math.MinInt64
+		r.oddEnd.Store(math.MinInt64)
+	}
+	atFlip := r.startEpoch.Swap(start) // pairs with Record's Add
+	old, end := 1, &r.oddEnd
+	if !nextEven {
+		old, end = 0, &r.evenEnd
+	}
+	for end.Load() != atFlip { // a record begun before the flip is finishing
+		runtime.Gosched()
+	}
+	return old
+}
+
+// SnapshotInto ends the current interval and hands it to dst: dst.Histogram
+// becomes the interval's histogram and the histogram dst held before (if it
+// has the recorder's geometry) is reset and reused by the recorder, so a
+// stats loop that keeps one Interval allocates nothing here.
+func (r *Recorder) SnapshotInto(dst *Interval) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	spare := dst.Histogram
+	if spare == nil || spare.LowestTrackableValue() != LowestValue ||
+		spare.HighestTrackableValue() != HighestValue || spare.SignificantFigures() != SignificantFigures {
+		spare = NewHistogram()
+	}
+	spare.Reset()
+
+	// The buffer the writer will move to on the next flip is the one we
+	// leave now: it was quiesced by the previous flip.
+	old := r.flip()
+	now := time.Now()
+	b := r.buf[old]
+	dst.Histogram = b.h
+	dst.Negative, dst.Saturated = b.negative, b.saturated
+	dst.Start, dst.End = r.lastFlip, now
+	r.lastFlip = now
+	// The writer touches buf[old] again only after the next flip, whose Swap
+	// it observes through its Add: these plain writes happen before that.
+	b.h, b.negative, b.saturated = spare, 0, 0
+	dst.Histogram.SetStartTimeMs(dst.Start.UnixMilli())
+	dst.Histogram.SetEndTimeMs(dst.End.UnixMilli())
+}
+
+// Snapshot ends the current interval and returns it in a histogram the
+// caller owns.
+func (r *Recorder) Snapshot() Interval {
+	var iv Interval
+	r.SnapshotInto(&iv)
+	return iv
+}

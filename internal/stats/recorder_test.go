@@ -1,0 +1,150 @@
+package stats
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRecorder_Record_AllocatesNothing(t *testing.T) {
+	r := NewRecorder()
+	v := int64(0)
+	allocs := testing.AllocsPerRun(10000, func() {
+		v += 997
+		r.Record(v % (2 * HighestValue))
+	})
+	assert.Zero(t, allocs)
+}
+
+func TestRecorder_Snapshot_ReturnsIntervalAndResets(t *testing.T) {
+	r := NewRecorder()
+	for i := int64(1); i <= 1000; i++ {
+		r.Record(i * 1000)
+	}
+	iv := r.Snapshot()
+	require.NotNil(t, iv.Histogram)
+	assert.Equal(t, int64(1000), iv.Histogram.TotalCount())
+	assert.True(t, iv.Histogram.ValuesAreEquivalent(500_000, iv.Histogram.ValueAtQuantile(50)))
+	assert.True(t, iv.Histogram.ValuesAreEquivalent(1_000_000, iv.Histogram.Max()))
+	assert.False(t, iv.End.Before(iv.Start))
+	assert.Equal(t, iv.End.UnixMilli(), iv.Histogram.EndTimeMs())
+
+	r.Record(42)
+	iv2 := r.Snapshot()
+	assert.Equal(t, int64(1), iv2.Histogram.TotalCount(), "second interval holds only what came after the first snapshot")
+	assert.Equal(t, iv.End, iv2.Start, "intervals are contiguous")
+	assert.Equal(t, int64(1000), iv.Histogram.TotalCount(), "the first interval's histogram is the caller's and unchanged")
+
+	iv3 := r.Snapshot()
+	assert.Zero(t, iv3.Histogram.TotalCount())
+}
+
+func TestRecorder_Record_ClampsAndCountsOutOfRange(t *testing.T) {
+	r := NewRecorder()
+	r.Record(-5)
+	r.Record(HighestValue + 1)
+	r.Record(int64(1) << 62)
+	r.Record(7)
+	iv := r.Snapshot()
+	assert.Equal(t, uint64(1), iv.Negative)
+	assert.Equal(t, uint64(2), iv.Saturated)
+	assert.Equal(t, int64(4), iv.Histogram.TotalCount(), "clamped values are recorded, not dropped")
+	assert.Equal(t, int64(0), iv.Histogram.Min())
+	assert.True(t, iv.Histogram.ValuesAreEquivalent(HighestValue, iv.Histogram.Max()))
+	iv = r.Snapshot()
+	assert.Zero(t, iv.Negative)
+	assert.Zero(t, iv.Saturated)
+}
+
+func TestRecorder_SnapshotInto_ReusesHistogram(t *testing.T) {
+	r := NewRecorder()
+	var iv Interval
+	seen := map[*hdrhistogram.Histogram]bool{}
+	for i := int64(1); i <= 20; i++ {
+		r.Record(i * 10)
+		r.SnapshotInto(&iv)
+		seen[iv.Histogram] = true
+		if !assert.Equal(t, int64(1), iv.Histogram.TotalCount(), "interval %d", i) {
+			return
+		}
+		assert.True(t, iv.Histogram.ValuesAreEquivalent(i*10, iv.Histogram.Max()))
+	}
+	assert.Len(t, seen, 3, "two recorder buffers and the caller's one circulate; nothing else is allocated")
+
+	// A histogram of another geometry is not adopted.
+	iv.Histogram = hdrhistogram.New(1, 1000, 2)
+	r.SnapshotInto(&iv)
+	assert.Equal(t, HighestValue, iv.Histogram.HighestTrackableValue())
+}
+
+// A writer records without pause while a reader snapshots: every value lands
+// in exactly one interval, and none is lost or counted twice.
+func TestRecorder_ConcurrentSnapshot_LosesNothing(t *testing.T) {
+	n := 2_000_000
+	if testing.Short() {
+		n = 200_000
+	}
+	r := NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < n; i++ {
+			r.Record(int64(i%5000) + 1)
+			if i%1024 == 0 {
+				runtime.Gosched() // two shared cores: let the reader run
+			}
+		}
+	}()
+	var total int64
+	var iv Interval
+	var wg sync.WaitGroup
+	snaps := 0
+	for {
+		select {
+		case <-done:
+			wg.Wait()
+			r.SnapshotInto(&iv)
+			total += iv.Histogram.TotalCount()
+			assert.Equal(t, int64(n), total)
+			t.Logf("%d snapshots during %d records", snaps, n)
+			return
+		default:
+			r.SnapshotInto(&iv)
+			total += iv.Histogram.TotalCount()
+			snaps++
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+func BenchmarkRecorder_Record(b *testing.B) {
+	r := NewRecorder()
+	b.ReportAllocs()
+	v := int64(0)
+	for b.Loop() {
+		v += 7919
+		if v > 5_000_000 {
+			v = 100
+		}
+		r.Record(v)
+	}
+}
+
+// Baseline: the bare histogram without the phaser.
+func BenchmarkHistogram_RecordValue(b *testing.B) {
+	h := NewHistogram()
+	b.ReportAllocs()
+	v := int64(0)
+	for b.Loop() {
+		v += 7919
+		if v > 5_000_000 {
+			v = 100
+		}
+		_ = h.RecordValue(v)
+	}
+}

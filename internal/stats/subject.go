@@ -1,0 +1,48 @@
+package stats
+
+import "strings"
+
+// DefaultPrefix is the subject prefix used when none is configured.
+const DefaultPrefix = "tickbus"
+
+// Subject returns the NATS subject a subscriber's stats for a topic go to:
+// <prefix>.stats.<topic>.<subscriber>. Topic and subscriber become single
+// tokens: every byte other than ASCII letters, digits, '-' and '_' becomes
+// '_' (so "md.AAPL" is the token "md_AAPL"); the message body carries the
+// names exactly. An empty prefix means DefaultPrefix; a prefix may hold
+// several tokens ("prod.tickbus"), each sanitised the same way.
+func Subject(prefix, topic, subscriber string) string {
+	return subjectPrefix(prefix) + "." + token(topic) + "." + token(subscriber)
+}
+
+// SubjectAll is the wildcard subject that matches every stats subject under
+// prefix, for the dashboard and the stat view.
+func SubjectAll(prefix string) string {
+	return subjectPrefix(prefix) + ".>"
+}
+
+func subjectPrefix(prefix string) string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	parts := strings.Split(prefix, ".")
+	for i, p := range parts {
+		parts[i] = token(p)
+	}
+	return strings.Join(parts, ".") + ".stats"
+}
+
+func token(s string) string {
+	if s == "" {
+		return "_"
+	}
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
