@@ -1,0 +1,284 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/tickbus/tickbus/publisher"
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/tick"
+)
+
+// Config is the configuration of the demo, pub and sub commands. Its YAML
+// keys are the yaml tags below; configs/*.yaml are examples.
+type Config struct {
+	Log   Log    `yaml:"log"`
+	Bus   Bus    `yaml:"bus"`
+	Topic string `yaml:"topic"`
+	// Idle is the poll loops' idle strategy: spin (one core per poller,
+	// lowest latency), yield or backoff.
+	Idle string `yaml:"idle"`
+	Ring Ring   `yaml:"ring"`
+	Pub  Pub    `yaml:"pub"`
+	Sub  Sub    `yaml:"sub"`
+	Demo Demo   `yaml:"demo"`
+}
+
+// Log configures the control-path logger.
+type Log struct {
+	Level  string `yaml:"level"`  // trace, debug, info, warn, error, disabled
+	Format string `yaml:"format"` // console or json
+}
+
+// Bus configures the node's control plane.
+type Bus struct {
+	// NATS lists server URLs; empty runs an embedded server.
+	NATS []string `yaml:"nats"`
+	// Listen is the embedded server's host:port (default 127.0.0.1:0).
+	Listen   string `yaml:"listen"`
+	NodeID   string `yaml:"node_id"`
+	HostID   string `yaml:"host_id"`
+	Prefix   string `yaml:"prefix"`
+	Provider string `yaml:"provider"` // "", shm, tcp or verbs
+	// HeartbeatInterval and HeartbeatTimeout: a peer silent for the timeout
+	// is dropped and its queue pairs closed.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	HeartbeatTimeout  time.Duration `yaml:"heartbeat_timeout"`
+	User              string        `yaml:"user"`
+	Password          string        `yaml:"password"`
+	Token             string        `yaml:"token"`
+	CredsFile         string        `yaml:"creds_file"`
+	NKeySeedFile      string        `yaml:"nkey_seed_file"`
+	CAFile            string        `yaml:"ca_file"`
+	CertFile          string        `yaml:"cert_file"`
+	KeyFile           string        `yaml:"key_file"`
+}
+
+// Ring configures a subscriber's ring.
+type Ring struct {
+	Slots    int    `yaml:"slots"`     // a power of two
+	SlotSize int    `yaml:"slot_size"` // bytes per slot, header included; a multiple of 64
+	Mode     string `yaml:"mode"`      // lossy or reliable
+	// GapTimeout is how long a reader waits on a claimed but unwritten
+	// sequence before it reports a gap.
+	GapTimeout time.Duration `yaml:"gap_timeout"`
+}
+
+// Pub configures `tickbus pub` and the demo's publisher.
+type Pub struct {
+	// Rate in ticks per second; 0 publishes as fast as possible.
+	Rate float64 `yaml:"rate"`
+	// Duration of the run; 0 runs until interrupted.
+	Duration        time.Duration `yaml:"duration"`
+	Batch           int           `yaml:"batch"` // ticks per PublishBatch
+	Instruments     int           `yaml:"instruments"`
+	FirstInstrument uint64        `yaml:"first_instrument"`
+	Venue           string        `yaml:"venue"`
+	StartPrice      float64       `yaml:"start_price"`
+	TickSize        float64       `yaml:"tick_size"`
+	TradeRatio      float64       `yaml:"trade_ratio"`
+	Seed            uint64        `yaml:"seed"`
+	// Wait is how long to wait for the first subscriber before publishing;
+	// 0 publishes at once.
+	Wait time.Duration `yaml:"wait"`
+}
+
+// Sub configures `tickbus sub` and the demo's subscribers.
+type Sub struct {
+	// Print shows every tick.
+	Print bool `yaml:"print"`
+	// Interval between the status lines.
+	Interval time.Duration `yaml:"interval"`
+	// Duration of the run; 0 runs until interrupted.
+	Duration time.Duration `yaml:"duration"`
+	// SeqLog, if set, is a file that gets every delivered sequence (a
+	// debugging aid; tests compare two subscribers' orders with it).
+	SeqLog string `yaml:"seq_log"`
+}
+
+// Demo configures `tickbus demo`.
+type Demo struct {
+	Duration    time.Duration `yaml:"duration"`
+	Subscribers int           `yaml:"subscribers"`
+	// Dash is the dashboard's listen address; "" turns it off.
+	Dash string `yaml:"dash"`
+}
+
+// Default is the configuration before any file or flag.
+func Default() Config {
+	f := publisher.DefaultFeedConfig()
+	return Config{
+		Log:   Log{Level: "info", Format: "console"},
+		Topic: "md.demo",
+		Idle:  "backoff",
+		Ring:  Ring{Slots: 1 << 14, SlotSize: 128, Mode: "lossy", GapTimeout: 100 * time.Millisecond},
+		Pub: Pub{Rate: 10_000, Batch: 1, Instruments: f.Instruments, FirstInstrument: f.FirstInstrument,
+			Venue: f.Venue, StartPrice: f.StartPrice, TickSize: f.TickSize, TradeRatio: f.TradeRatio, Seed: f.Seed},
+		Sub:  Sub{Interval: time.Second},
+		Demo: Demo{Duration: 5 * time.Second, Subscribers: 2, Dash: "127.0.0.1:0"},
+	}
+}
+
+// FeedConfig is the synthetic feed Pub describes.
+func (p Pub) FeedConfig() publisher.FeedConfig {
+	return publisher.FeedConfig{
+		Instruments: p.Instruments, FirstInstrument: p.FirstInstrument, Venue: p.Venue,
+		StartPrice: p.StartPrice, TickSize: p.TickSize, TradeRatio: p.TradeRatio, Seed: p.Seed,
+	}
+}
+
+// bad builds an error naming key, value and what was expected.
+func bad(key string, value any, want string) error {
+	return fmt.Errorf("%w: %s = %v: want %s", ErrBadValue, key, fmtValue(value), want)
+}
+
+func fmtValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", x)
+	case []string:
+		return fmt.Sprintf("%q", x)
+	}
+	return fmt.Sprint(v)
+}
+
+// Validate checks c for command cmd ("demo", "pub" or "sub"), naming the
+// first bad key, its value and what was expected.
+func (c *Config) Validate(cmd string) error {
+	if _, err := c.Logger(nil); err != nil {
+		return err
+	}
+	if _, err := rdma.ParseIdle(c.Idle); err != nil || strings.TrimSpace(c.Idle) == "" {
+		return bad("idle", c.Idle, "spin, yield or backoff")
+	}
+	if err := checkTopic(c.Topic); err != nil {
+		return err
+	}
+	if err := c.Bus.validate(cmd); err != nil {
+		return err
+	}
+	if err := c.Ring.validate(); err != nil {
+		return err
+	}
+	switch cmd {
+	case "pub", "demo":
+		if err := c.Pub.validate(c.Ring); err != nil {
+			return err
+		}
+	}
+	switch cmd {
+	case "sub", "demo":
+		if c.Sub.Interval < 10*time.Millisecond {
+			return bad("sub.interval", c.Sub.Interval, "at least 10ms")
+		}
+		if c.Sub.Duration < 0 {
+			return bad("sub.duration", c.Sub.Duration, "0 (until interrupted) or a positive duration")
+		}
+	}
+	if cmd == "demo" {
+		if c.Demo.Duration <= 0 || c.Demo.Duration > 24*time.Hour {
+			return bad("demo.duration", c.Demo.Duration, "a positive duration up to 24h")
+		}
+		if c.Demo.Subscribers < 1 || c.Demo.Subscribers > 16 {
+			return bad("demo.subscribers", c.Demo.Subscribers, "1..16")
+		}
+		if c.Pub.Rate == 0 {
+			return bad("pub.rate", c.Pub.Rate, "a positive rate for the demo (its subscribers must keep up to lose nothing)")
+		}
+	}
+	return nil
+}
+
+func checkTopic(t string) error {
+	if t == "" || len(t) > 128 {
+		return bad("topic", t, "1..128 characters of [A-Za-z0-9_:-] in dot-separated tokens, such as md.equities")
+	}
+	for _, tok := range strings.Split(t, ".") {
+		if tok == "" {
+			return bad("topic", t, "no empty token between dots")
+		}
+		for i := 0; i < len(tok); i++ {
+			c := tok[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == ':') {
+				return bad("topic", t, "characters [A-Za-z0-9_:-] in dot-separated tokens")
+			}
+		}
+	}
+	return nil
+}
+
+func (b *Bus) validate(cmd string) error {
+	for _, u := range b.NATS {
+		if u == "" || strings.ContainsAny(u, " \t") {
+			return bad("bus.nats", b.NATS, "server URLs such as nats://127.0.0.1:4222")
+		}
+	}
+	switch b.Provider {
+	case "", rdma.ProviderShm, rdma.ProviderTCP, rdma.ProviderVerbs:
+	default:
+		return bad("bus.provider", b.Provider, `"" (pick per peer), shm, tcp or verbs`)
+	}
+	if b.HeartbeatInterval < 0 {
+		return bad("bus.heartbeat_interval", b.HeartbeatInterval, "0 (default) or a positive duration")
+	}
+	if b.HeartbeatTimeout < 0 || (b.HeartbeatTimeout > 0 && b.HeartbeatInterval > 0 && b.HeartbeatTimeout < 2*b.HeartbeatInterval) {
+		return bad("bus.heartbeat_timeout", b.HeartbeatTimeout, "0 (default) or at least twice bus.heartbeat_interval")
+	}
+	if (b.CertFile == "") != (b.KeyFile == "") {
+		return bad("bus.cert_file", b.CertFile, "bus.cert_file and bus.key_file both set or both empty")
+	}
+	return nil
+}
+
+func (r *Ring) validate() error {
+	if r.Slots < 2 || r.Slots > 1<<24 || r.Slots&(r.Slots-1) != 0 {
+		return bad("ring.slots", r.Slots, "a power of two from 2 to 16777216")
+	}
+	if r.SlotSize < 64 || r.SlotSize > 1<<20 || r.SlotSize%64 != 0 {
+		return bad("ring.slot_size", r.SlotSize, "a multiple of 64 from 64 to 1048576")
+	}
+	if r.SlotSize-32 < tick.Size {
+		return bad("ring.slot_size", r.SlotSize, fmt.Sprintf("room for a %d-byte tick after the 32-byte slot header (at least 128)", tick.Size))
+	}
+	if r.Mode != "lossy" && r.Mode != "reliable" {
+		return bad("ring.mode", r.Mode, "lossy or reliable")
+	}
+	if r.GapTimeout < 0 {
+		return bad("ring.gap_timeout", r.GapTimeout, "0 (default) or a positive duration")
+	}
+	return nil
+}
+
+func (p *Pub) validate(r Ring) error {
+	switch {
+	case math.IsNaN(p.Rate) || p.Rate < 0 || p.Rate > 1e9:
+		return bad("pub.rate", p.Rate, "0 (as fast as possible) up to 1e9 ticks per second")
+	case p.Duration < 0:
+		return bad("pub.duration", p.Duration, "0 (until interrupted) or a positive duration")
+	case p.Batch < 1 || p.Batch > r.Slots/2:
+		return bad("pub.batch", p.Batch, fmt.Sprintf("1 to half of ring.slots (%d)", r.Slots/2))
+	case p.Wait < 0:
+		return bad("pub.wait", p.Wait, "0 or a positive duration")
+	}
+	switch {
+	case p.Instruments < 1 || p.Instruments > 1<<20:
+		return bad("pub.instruments", p.Instruments, "1..1048576")
+	case p.FirstInstrument == 0 || p.FirstInstrument > math.MaxUint64-uint64(p.Instruments):
+		return bad("pub.first_instrument", p.FirstInstrument, "an id > 0 with room for pub.instruments ids above it")
+	case !(p.StartPrice > 0) || p.StartPrice > 1e9:
+		return bad("pub.start_price", p.StartPrice, "a price > 0 and at most 1e9")
+	case !(p.TickSize > 0) || tick.PriceFromFloat(p.TickSize) < 1:
+		return bad("pub.tick_size", p.TickSize, "a price step of at least 0.00000001")
+	case !(p.TradeRatio >= 0 && p.TradeRatio <= 1):
+		return bad("pub.trade_ratio", p.TradeRatio, "a fraction from 0 to 1")
+	}
+	if _, err := tick.ParseVenue(p.Venue); err != nil {
+		return bad("pub.venue", p.Venue, `a 4-character MIC of upper-case letters and digits such as XNAS, or ""`)
+	}
+	if err := p.FeedConfig().Validate(); err != nil {
+		return fmt.Errorf("%w: pub: %w", ErrBadValue, err)
+	}
+	return nil
+}

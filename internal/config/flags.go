@@ -1,0 +1,133 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// RegisterCommon adds the flags every command takes: --config, --log-level
+// and --log-format.
+func RegisterCommon(fs *flag.FlagSet, file *string, log *Log) {
+	fs.StringVar(file, "config", "", "YAML configuration `file`; flags given on the command line override it")
+	fs.StringVar(&log.Level, "log-level", log.Level, "log `level`: trace, debug, info, warn, error or disabled")
+	fs.StringVar(&log.Format, "log-format", log.Format, "log `format`: console or json")
+}
+
+// RegisterFlags adds the flags of command cmd ("demo", "pub" or "sub"),
+// each bound to its field of c, with c's values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
+	fs.StringVar(&c.Topic, "topic", c.Topic, "`topic` to publish or subscribe to (dot-separated tokens)")
+	fs.StringVar(&c.Idle, "idle", c.Idle, "poll loops' idle `strategy`: spin (a core per poller, lowest latency), yield or backoff")
+	fs.StringVar(&c.Bus.Provider, "provider", c.Bus.Provider, `data-plane `+"`provider`"+`: "" picks per peer (shm on one host, else tcp), or shm, tcp, verbs`)
+	fs.IntVar(&c.Ring.Slots, "slots", c.Ring.Slots, "ring `slots` per subscriber (a power of two)")
+	fs.IntVar(&c.Ring.SlotSize, "slot-size", c.Ring.SlotSize, "`bytes` per ring slot, 32-byte header included (a multiple of 64)")
+	if cmd != "demo" {
+		fs.Var((*urlList)(&c.Bus.NATS), "nats", "NATS server `URLs`, comma-separated; empty runs an embedded server")
+		fs.StringVar(&c.Bus.NodeID, "node-id", c.Bus.NodeID, "this node's `id` on the bus (default: host id and a random suffix)")
+	}
+	if cmd == "pub" || cmd == "demo" {
+		fs.Float64Var(&c.Pub.Rate, "rate", c.Pub.Rate, "ticks per `second`; 0 publishes as fast as possible")
+		fs.IntVar(&c.Pub.Instruments, "instruments", c.Pub.Instruments, "`number` of synthetic instruments")
+		fs.IntVar(&c.Pub.Batch, "batch", c.Pub.Batch, "ticks per `batch` (PublishBatch when > 1)")
+		fs.StringVar(&c.Pub.Venue, "venue", c.Pub.Venue, "`MIC` stamped on every tick")
+		fs.Uint64Var(&c.Pub.Seed, "seed", c.Pub.Seed, "random walk `seed`")
+	}
+	switch cmd {
+	case "pub":
+		fs.DurationVar(&c.Pub.Duration, "duration", c.Pub.Duration, "how `long` to publish; 0 until interrupted")
+		fs.DurationVar(&c.Pub.Wait, "wait", c.Pub.Wait, "wait up to this `long` for a first subscriber before publishing")
+		fs.Uint64Var(&c.Pub.FirstInstrument, "first-instrument", c.Pub.FirstInstrument, "lowest instrument `id`")
+	case "sub":
+		fs.BoolVar(&c.Sub.Print, "print", c.Sub.Print, "print every tick")
+		fs.DurationVar(&c.Sub.Interval, "interval", c.Sub.Interval, "`time` between status lines")
+		fs.DurationVar(&c.Sub.Duration, "duration", c.Sub.Duration, "how `long` to run; 0 until interrupted")
+		fs.StringVar(&c.Ring.Mode, "mode", c.Ring.Mode, "flow control `mode`: lossy (never slow the publisher) or reliable")
+		fs.StringVar(&c.Sub.SeqLog, "seq-log", c.Sub.SeqLog, "(debugging) write every delivered sequence to `file`, one per line")
+	case "demo":
+		fs.DurationVar(&c.Demo.Duration, "duration", c.Demo.Duration, "how `long` the publisher runs")
+		fs.IntVar(&c.Demo.Subscribers, "subscribers", c.Demo.Subscribers, "`number` of subscriber processes")
+		fs.StringVar(&c.Demo.Dash, "dash", c.Demo.Dash, `dashboard listen `+"`address`"+`; "" turns it off`)
+	}
+}
+
+// urlList is a comma-separated list flag; each Set replaces the list.
+type urlList []string
+
+func (u *urlList) String() string { return strings.Join(*u, ",") }
+
+func (u *urlList) Set(s string) error {
+	*u = nil
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*u = append(*u, p)
+		}
+	}
+	return nil
+}
+
+// Parse parses args with fs; if that names a --config file (in *file), it
+// calls reload (which must reset the flag-bound values to defaults and
+// decode the file onto them) and parses args again, so that flags override
+// the file and the file overrides the defaults.
+func Parse(fs *flag.FlagSet, args []string, file *string, reload func(path string) error) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return nil
+	}
+	path := *file
+	if err := reload(path); err != nil {
+		return err
+	}
+	*file = path
+	return fs.Parse(args)
+}
+
+// Load builds the configuration of command cmd from defaults, the --config
+// file and args, and validates it. --help prints usage to out and returns
+// flag.ErrHelp.
+func Load(cmd, synopsis string, args []string, out io.Writer) (*Config, error) {
+	c := Default()
+	var file string
+	fs := flag.NewFlagSet("tickbus "+cmd, flag.ContinueOnError)
+	fs.SetOutput(out)
+	RegisterCommon(fs, &file, &c.Log)
+	c.RegisterFlags(fs, cmd)
+	fs.Usage = func() { Usage(fs, cmd, synopsis) }
+	err := Parse(fs, args, &file, func(path string) error {
+		d := Default()
+		if err := DecodeFile(path, &d); err != nil {
+			return err
+		}
+		c = d
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("tickbus %s: %w", cmd, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("tickbus %s: unexpected argument %q (see tickbus %s --help)", cmd, fs.Arg(0), cmd)
+	}
+	if err := c.Validate(cmd); err != nil {
+		if file != "" {
+			return nil, fmt.Errorf("tickbus %s: %s: %w", cmd, file, err)
+		}
+		return nil, fmt.Errorf("tickbus %s: %w", cmd, err)
+	}
+	return &c, nil
+}
+
+// Usage prints a command's synopsis and every flag with its help and
+// default.
+func Usage(fs *flag.FlagSet, cmd, synopsis string) {
+	w := fs.Output()
+	fmt.Fprintf(w, "Usage: tickbus %s [flags]\n\n%s\n\nFlags (each also a key of the --config file; flags win):\n", cmd, strings.TrimSpace(synopsis))
+	fs.PrintDefaults()
+}
