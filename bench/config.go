@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// Case names, in the order the table shows them.
+const (
+	CaseTickbusShm = "tickbus-shm"
+	CaseTickbusTCP = "tickbus-tcp"
+	CaseNATS       = "nats"
+	CaseChan       = "chan"
+	CaseFloor      = "floor"
+	CaseJitter     = "jitter"
+)
+
+// AllCases lists every case in table order.
+var AllCases = []string{CaseTickbusShm, CaseTickbusTCP, CaseNATS, CaseChan, CaseFloor, CaseJitter}
+
+// ErrInvalidConfig wraps every configuration error; the message names the
+// key, the value and what was expected.
+var ErrInvalidConfig = errors.New("bench: invalid config")
+
+// Config is one bench run. The zero value is not valid; start from
+// DefaultConfig (RegisterFlags installs its values as flag defaults).
+type Config struct {
+	// Duration of each paced latency (or ping-pong) run per case.
+	Duration time.Duration
+	// ThroughputDuration of each throughput run (single and batched) per case
+	// and of each scaling point.
+	ThroughputDuration time.Duration
+	// Rate of the paced latency run, ticks per second.
+	Rate int
+	// Size of a message in bytes (the tick is 64); at least MinSize.
+	Size int
+	// Batch is how many ticks one batched send carries.
+	Batch int
+	// Cases to run, by name (AllCases if empty).
+	Cases []string
+	// CPUs pins the hot threads: the publisher's to CPUs[0], the
+	// subscriber's to CPUs[1] (and so on, round robin). Empty: not pinned.
+	CPUs []int
+	// Idle is the idle strategy of every poll and pacing loop: "spin",
+	// "yield" or "backoff" (see rdma.ParseIdle).
+	Idle string
+	// PingPong measures round trips (publisher to subscriber and back on a
+	// second topic) instead of one-way latency.
+	PingPong bool
+	// Scaling adds the fan-out (1, 2, 4, 8 subscribers) and contention (1,
+	// 2, 4 publishers) runs of tickbus-shm, as a table and an SVG plot.
+	Scaling bool
+	// Quick shortens every run so the whole bench ends within 20 s.
+	Quick bool
+	// JSON, if set, is the file the per-case results are written to.
+	JSON string
+	// Out, if set, is the directory for HdrHistogram logs (one .hlog per
+	// case) and the scaling plot.
+	Out string
+	// Logger for control-path events; zerolog.Nop() if zero.
+	Logger zerolog.Logger
+}
+
+// MinSize is the smallest message: a sequence and a send time.
+const MinSize = 16
+
+// MaxSize bounds a message so that a ring slot stays within a page.
+const MaxSize = 4096
+
+// DefaultConfig is a full run that ends within about a minute on 2 cores.
+func DefaultConfig() Config {
+	return Config{
+		Duration:           3 * time.Second,
+		ThroughputDuration: time.Second,
+		Rate:               100_000,
+		Size:               64,
+		Batch:              64,
+		Idle:               "spin",
+		Scaling:            true,
+		Logger:             zerolog.Nop(),
+	}
+}
+
+// quick shortens the run: ends within 20 s.
+func (c Config) quick() Config {
+	if c.Duration > 400*time.Millisecond {
+		c.Duration = 400 * time.Millisecond
+	}
+	if c.ThroughputDuration > 150*time.Millisecond {
+		c.ThroughputDuration = 150 * time.Millisecond
+	}
+	if c.Rate > 50_000 {
+		c.Rate = 50_000
+	}
+	return c
+}
+
+// RegisterFlags binds the config to fs, with c's current values as
+// defaults (call it on DefaultConfig()).
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "paced latency run per case")
+	fs.DurationVar(&c.ThroughputDuration, "tp-duration", c.ThroughputDuration, "each throughput run (single, batched, scaling point)")
+	fs.IntVar(&c.Rate, "rate", c.Rate, "paced rate of the latency run, ticks/s")
+	fs.IntVar(&c.Size, "size", c.Size, "message size in bytes ("+strconv.Itoa(MinSize)+".."+strconv.Itoa(MaxSize)+")")
+	fs.IntVar(&c.Batch, "batch", c.Batch, "ticks per batched send")
+	fs.Func("cases", "comma-separated cases (default all: "+strings.Join(AllCases, ",")+")", func(s string) error {
+		c.Cases = splitList(s)
+		return nil
+	})
+	fs.Func("cpus", "comma-separated CPUs to pin the hot threads to (publisher first); empty: no pinning", func(s string) error {
+		cpus, err := parseCPUs(s)
+		if err != nil {
+			return err
+		}
+		c.CPUs = cpus
+		return nil
+	})
+	fs.StringVar(&c.Idle, "idle", c.Idle, "idle strategy of poll and pacing loops: spin, yield or backoff")
+	fs.BoolVar(&c.PingPong, "pingpong", c.PingPong, "measure round trips (to the subscriber and back on a second topic)")
+	fs.BoolVar(&c.Scaling, "scaling", c.Scaling, "run tickbus-shm fan-out (1,2,4,8 subs) and contention (1,2,4 pubs)")
+	fs.BoolVar(&c.Quick, "quick", c.Quick, "short runs: the whole bench ends within 20 s (a smoke check)")
+	fs.StringVar(&c.JSON, "json", c.JSON, "write per-case results to this JSON file")
+	fs.StringVar(&c.Out, "out", c.Out, "directory for HdrHistogram logs (.hlog) and the scaling plot (.svg)")
+}
+
+// Validate checks every field and names the first bad one.
+func (c Config) Validate() error {
+	bad := func(key string, v any, want string) error {
+		return fmt.Errorf("%w: %s = %v, want %s", ErrInvalidConfig, key, v, want)
+	}
+	switch {
+	case c.Duration < time.Millisecond || c.Duration > time.Hour:
+		return bad("duration", c.Duration, "1ms..1h")
+	case c.ThroughputDuration < time.Millisecond || c.ThroughputDuration > time.Hour:
+		return bad("tp-duration", c.ThroughputDuration, "1ms..1h")
+	case c.Rate < 1 || c.Rate > 100_000_000:
+		return bad("rate", c.Rate, "1..100000000 ticks/s")
+	case c.Size < MinSize || c.Size > MaxSize:
+		return bad("size", c.Size, fmt.Sprintf("%d..%d bytes", MinSize, MaxSize))
+	case c.Batch < 1 || c.Batch > 4096:
+		return bad("batch", c.Batch, "1..4096")
+	}
+	for _, name := range c.Cases {
+		if !knownCase(name) {
+			return bad("cases", name, "one of "+strings.Join(AllCases, ","))
+		}
+	}
+	for _, cpu := range c.CPUs {
+		if cpu < 0 || cpu >= 1024 {
+			return bad("cpus", cpu, "0..1023")
+		}
+	}
+	if _, err := rdma.ParseIdle(c.Idle); err != nil {
+		return bad("idle", c.Idle, "spin, yield or backoff")
+	}
+	return nil
+}
+
+func knownCase(name string) bool {
+	for _, n := range AllCases {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseCPUs(s string) ([]int, error) {
+	var cpus []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 || n >= 1024 {
+			return nil, fmt.Errorf("%w: cpus = %q, want CPU numbers 0..1023", ErrInvalidConfig, f)
+		}
+		cpus = append(cpus, n)
+	}
+	return cpus, nil
+}
+
+// selected returns the cases to run, in table order.
+func (c Config) selected() []string {
+	if len(c.Cases) == 0 {
+		return AllCases
+	}
+	var out []string
+	for _, n := range AllCases {
+		for _, want := range c.Cases {
+			if n == want {
+				out = append(out, n)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// Errors of the loops.
+var (
+	// ErrDeadline: a loop hit its deadline before its work was done.
+	ErrDeadline = errors.New("bench: deadline passed")
+	// ErrUnavailable: the case cannot run here; the message says why.
+	ErrUnavailable = errors.New("bench: case unavailable")
+)
+
+// endMark as a message's time says "the publisher is done".
+const endMark = math.MinInt64
+
+// Message layout (every transport, every size): u64 seq, i64 time (intended
+// send time in a latency run, the publisher's start in a throughput run,
+// endMark at the end), then filler up to Config.Size.
+const (
+	offSeq  = 0
+	offTime = 8
+)
+
+func putHeader(b []byte, seq, ts int64) {
+	binary.LittleEndian.PutUint64(b[offSeq:], uint64(seq))
+	binary.LittleEndian.PutUint64(b[offTime:], uint64(ts))
+}
+
+func getHeader(b []byte) (seq, ts int64) {
+	return int64(binary.LittleEndian.Uint64(b[offSeq:])), int64(binary.LittleEndian.Uint64(b[offTime:]))
+}
+
+// txPort sends messages of one topic. Sends spin (through the idle
+// strategy) while the transport is back-pressured, until the deadline
+// (nanotime) passes.
+type txPort interface {
+	// send one message.
+	send(seq, ts, deadline int64) error
+	// sendBatch sends n messages with sequences seq0.. in one operation of
+	// the transport where it has one.
+	sendBatch(seq0 int64, n int, ts, deadline int64) error
+	close() error
+}
+
+// rxPort receives messages of one topic, one at a time, polling (through
+// the idle strategy) until one arrives or the deadline passes.
+type rxPort interface {
+	next(deadline int64) (seq, ts int64, err error)
+	close() error
+}
+
+// histMax is the largest latency a histogram records, 10 s.
+const histMax = 10_000_000_000
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, histMax, 3) }
+
+// record adds v, clamped into the histogram's range (a latency of 0 ns on
+// a coarse clock counts as 1 ns, one past 10 s as 10 s: the max still
+// shows it is off the scale).
+func record(h *hdrhistogram.Histogram, v int64) {
+	if v < 1 {
+		v = 1
+	}
+	if v > histMax {
+		v = histMax
+	}
+	_ = h.RecordValue(v) // in range by construction
+}
+
+// rxStats is what a subscriber loop saw.
+type rxStats struct {
+	count   int64 // messages delivered (not the end mark)
+	lost    int64 // sequences skipped
+	startNs int64 // earliest publisher start seen (throughput runs)
+	lastNs  int64 // time of the last delivery
+	hist    *hdrhistogram.Histogram
+}
+
+// subLoop receives until the end mark or the deadline. With latency set it
+// records now minus the message's intended time. With echo set (ping-pong),
+// it sends every message back on echo unchanged.
+func subLoop(rx rxPort, echo txPort, latency bool, deadline int64) (rxStats, error) {
+	st := rxStats{hist: newHist(), startNs: math.MaxInt64}
+	expect := int64(-1)
+	for {
+		seq, ts, err := rx.next(deadline)
+		if err != nil {
+			return st, err
+		}
+		if echo != nil {
+			if err := echo.send(seq, ts, deadline); err != nil {
+				return st, err
+			}
+		}
+		if ts == endMark {
+			return st, nil
+		}
+		now := nanotime()
+		st.lastNs = now
+		st.count++
+		if expect >= 0 && seq > expect {
+			st.lost += seq - expect
+		}
+		if seq >= expect {
+			expect = seq + 1
+		}
+		if latency {
+			record(st.hist, now-ts)
+		} else if ts < st.startNs {
+			st.startNs = ts
+		}
+	}
+}
+
+// txStats is what a publisher loop did.
+type txStats struct {
+	sent    int64
+	startNs int64
+	hist    *hdrhistogram.Histogram // ping-pong round trips
+}
+
+// pacedLoop sends one message every period from start until end, each
+// stamped with its intended send time, then the end mark. If the publisher
+// falls behind it sends at once, still stamped with the intended time, so
+// the stall shows in the subscriber's latency. With echo set it waits for
+// each message to come back and records the round trip from the intended
+// time.
+func pacedLoop(tx txPort, echo rxPort, idle rdma.IdleStrategy, start, period, end, deadline int64) (txStats, error) {
+	st := txStats{startNs: start}
+	if echo != nil {
+		st.hist = newHist()
+	}
+	for i := int64(0); ; i++ {
+		intended := start + i*period
+		if intended >= end {
+			break
+		}
+		for nanotime() < intended {
+			idle.Idle(0)
+		}
+		if err := tx.send(i, intended, deadline); err != nil {
+			return st, err
+		}
+		st.sent++
+		if echo != nil {
+			for {
+				seq, ts, err := echo.next(deadline)
+				if err != nil {
+					return st, err
+				}
+				if seq == i && ts == intended {
+					record(st.hist, nanotime()-intended)
+					break
+				}
+			}
+		}
+	}
+	if err := tx.send(st.sent, endMark, deadline); err != nil {
+		return st, err
+	}
+	if echo != nil {
+		for {
+			_, ts, err := echo.next(deadline)
+			if err != nil {
+				return st, err
+			}
+			if ts == endMark {
+				break
+			}
+		}
+	}
+	return st, nil
+}
+
+// floodLoop sends as fast as the transport accepts until end, batch
+// messages per send, each stamped with the start time, then the end mark.
+func floodLoop(tx txPort, batch int, start, end, deadline int64) (txStats, error) {
+	st := txStats{startNs: start}
+	var seq int64
+	for {
+		// Read the clock every 64 sends (or every batch) only.
+		for k := 0; k < 64; k++ {
+			var err error
+			if batch > 1 {
+				err = tx.sendBatch(seq, batch, start, deadline)
+			} else {
+				err = tx.send(seq, start, deadline)
+			}
+			if err != nil {
+				return st, err
+			}
+			seq += int64(batch)
+			if batch > 1 {
+				break
+			}
+		}
+		if nanotime() >= end {
+			break
+		}
+	}
+	st.sent = seq
+	return st, tx.send(seq, endMark, deadline)
+}

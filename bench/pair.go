@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// phase is the outcome of one run of a case.
+type phase struct {
+	hist       *hdrhistogram.Histogram // latency or round trip, nil in throughput runs
+	delivered  int64                   // ticks delivered, summed over subscribers
+	lost       int64                   // sequences skipped, summed over subscribers
+	sent       int64                   // ticks sent, summed over publishers
+	throughput float64                 // ticks/s, the slowest subscriber's
+	cpu        time.Duration           // user+system of every process of the run
+	cores      int                     // hot threads the run used
+}
+
+// pairSpec is one run of publisher and subscriber child processes.
+type pairSpec struct {
+	transport string
+	mode      string
+	pubs      int
+	subs      int
+	batch     int
+	duration  time.Duration
+	url       string
+	files     []*os.File
+}
+
+// runPair starts the subscribers, waits until each is ready, starts the
+// publishers, and collects every report. Every process is stopped (and
+// killed if it hangs) before it returns.
+func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.duration+grace+30*time.Second)
+	defer cancel()
+	cpuOf := func(k int) int {
+		if len(cfg.CPUs) == 0 {
+			return -1
+		}
+		return cfg.CPUs[k%len(cfg.CPUs)]
+	}
+	base := roleArgs{
+		transport: s.transport, mode: s.mode, rate: cfg.Rate, duration: s.duration,
+		size: cfg.Size, batch: s.batch, idle: cfg.Idle, url: s.url,
+	}
+	var procs []*proc
+	defer func() {
+		for _, p := range procs {
+			cpu, serr := p.stop(3 * time.Second)
+			ph.cpu += cpu
+			if serr != nil && err == nil {
+				err = serr
+			}
+		}
+	}()
+	var subs, pubs []*proc
+	for j := 0; j < s.subs; j++ {
+		a := base
+		a.index, a.peers, a.cpu = j, s.pubs, cpuOf(s.pubs+j)
+		p, err := startProc(ctx, fmt.Sprintf("%s sub %d", s.transport, j), roleSub, a.argv(), s.files)
+		if err != nil {
+			return ph, err
+		}
+		procs = append(procs, p)
+		subs = append(subs, p)
+		if _, err := p.ready(ctx); err != nil {
+			return ph, err
+		}
+	}
+	for i := 0; i < s.pubs; i++ {
+		a := base
+		a.index, a.peers, a.cpu = i, s.subs, cpuOf(i)
+		p, err := startProc(ctx, fmt.Sprintf("%s pub %d", s.transport, i), rolePub, a.argv(), s.files)
+		if err != nil {
+			return ph, err
+		}
+		procs = append(procs, p)
+		pubs = append(pubs, p)
+		if _, err := p.ready(ctx); err != nil {
+			return ph, err
+		}
+	}
+	ph.cores = s.pubs + s.subs
+	start := int64(math.MaxInt64)
+	var errs []error
+	for _, p := range pubs {
+		r, err := p.done(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ph.sent += r.Sent
+		start = min(start, r.StartNs)
+		if r.hist != nil {
+			ph.hist = mergeHist(ph.hist, r.hist)
+		}
+	}
+	ph.throughput = math.Inf(1)
+	for _, p := range subs {
+		r, err := p.done(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ph.delivered += r.Count
+		ph.lost += r.Lost
+		if s.mode == modeLatency && r.hist != nil {
+			ph.hist = mergeHist(ph.hist, r.hist)
+		}
+		if s.mode == modeThroughput {
+			tp := 0.0
+			if r.Count > 0 && r.LastNs > start {
+				tp = float64(r.Count) / (float64(r.LastNs-start) / 1e9)
+			}
+			ph.throughput = min(ph.throughput, tp)
+		}
+	}
+	if math.IsInf(ph.throughput, 1) {
+		ph.throughput = 0
+	}
+	if len(errs) > 0 {
+		return ph, errors.Join(errs...)
+	}
+	if s.mode != modeThroughput && (ph.hist == nil || ph.hist.TotalCount() == 0) {
+		return ph, fmt.Errorf("bench: %s: no latency recorded", s.transport)
+	}
+	return ph, nil
+}
+
+func mergeHist(into, from *hdrhistogram.Histogram) *hdrhistogram.Histogram {
+	if into == nil {
+		into = newHist()
+	}
+	into.Merge(from)
+	return into
+}

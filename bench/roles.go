@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/tickbus/tickbus/internal/child"
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// Child roles of this package.
+const (
+	rolePub  = "bench-pub"
+	roleSub  = "bench-sub"
+	roleNATS = "bench-nats-server"
+	roleJit  = "bench-jitter"
+)
+
+func init() {
+	child.Register(rolePub, func(args []string) int { return roleMain(args, true, os.Stdout) })
+	child.Register(roleSub, func(args []string) int { return roleMain(args, false, os.Stdout) })
+	child.Register(roleNATS, natsServerMain)
+	child.Register(roleJit, jitterMain)
+}
+
+// Run modes of a publisher/subscriber pair.
+const (
+	modeLatency    = "lat"
+	modeThroughput = "tp"
+	modePingPong   = "pp"
+)
+
+// roleArgs is the command line of a publisher or subscriber child.
+type roleArgs struct {
+	transport string
+	mode      string
+	rate      int
+	duration  time.Duration
+	size      int
+	batch     int
+	idle      string
+	cpu       int
+	url       string // nats: server URL; tickbus: descriptor (hex)
+	index     int    // this process's index among its peers
+	peers     int    // how many processes of the other side
+}
+
+func (a roleArgs) argv() []string {
+	return []string{
+		"-transport", a.transport, "-mode", a.mode,
+		"-rate", fmt.Sprint(a.rate), "-duration", a.duration.String(),
+		"-size", fmt.Sprint(a.size), "-batch", fmt.Sprint(a.batch),
+		"-idle", a.idle, "-cpu", fmt.Sprint(a.cpu), "-url", a.url,
+		"-index", fmt.Sprint(a.index), "-peers", fmt.Sprint(a.peers),
+	}
+}
+
+func parseRoleArgs(args []string) (roleArgs, error) {
+	var a roleArgs
+	fs := flag.NewFlagSet("bench-role", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&a.transport, "transport", "", "")
+	fs.StringVar(&a.mode, "mode", modeLatency, "")
+	fs.IntVar(&a.rate, "rate", 1000, "")
+	fs.DurationVar(&a.duration, "duration", time.Second, "")
+	fs.IntVar(&a.size, "size", 64, "")
+	fs.IntVar(&a.batch, "batch", 1, "")
+	fs.StringVar(&a.idle, "idle", "yield", "")
+	fs.IntVar(&a.cpu, "cpu", -1, "")
+	fs.StringVar(&a.url, "url", "", "")
+	fs.IntVar(&a.index, "index", 0, "")
+	fs.IntVar(&a.peers, "peers", 1, "")
+	if err := fs.Parse(args); err != nil {
+		return a, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	switch {
+	case a.mode != modeLatency && a.mode != modeThroughput && a.mode != modePingPong:
+		return a, fmt.Errorf("%w: mode %q", ErrInvalidConfig, a.mode)
+	case a.rate < 1, a.duration <= 0, a.size < MinSize, a.size > MaxSize, a.batch < 1, a.peers < 1:
+		return a, fmt.Errorf("%w: role args %q", ErrInvalidConfig, args)
+	}
+	if _, err := rdma.ParseIdle(a.idle); err != nil {
+		return a, err
+	}
+	if _, ok := transports[a.transport]; !ok {
+		return a, fmt.Errorf("%w: transport %q", ErrInvalidConfig, a.transport)
+	}
+	return a, nil
+}
+
+// transport opens the ports of one kind of case in a child process. Topic 0
+// is the publisher-to-subscriber direction, topic 1 the way back.
+type transport struct {
+	openTx func(a roleArgs, topic int) (txPort, error)
+	openRx func(a roleArgs, topic int) (rxPort, error)
+}
+
+var transports = map[string]transport{}
+
+// grace is how long a subscriber waits past its run for the end mark.
+const grace = 5 * time.Second
+
+// roleMain runs a publisher (pub) or subscriber child and reports on out.
+func roleMain(args []string, pub bool, out io.Writer) int {
+	fail := func(err error) int {
+		_ = writeReport(out, report{Done: true, Err: err.Error()})
+		return 1
+	}
+	a, err := parseRoleArgs(args)
+	if err != nil {
+		return fail(err)
+	}
+	runtime.LockOSThread()
+	if a.cpu >= 0 {
+		if err := pinThread(a.cpu); err != nil {
+			return fail(err)
+		}
+	}
+	idle, _ := rdma.ParseIdle(a.idle)
+	tr := transports[a.transport]
+	pp := a.mode == modePingPong
+	var (
+		tx txPort
+		rx rxPort
+	)
+	closeAll := func() error {
+		var errs []error
+		if tx != nil {
+			errs = append(errs, tx.close())
+		}
+		if rx != nil {
+			errs = append(errs, rx.close())
+		}
+		return errors.Join(errs...)
+	}
+	defer closeAll()
+	if pub {
+		if tx, err = tr.openTx(a, 0); err != nil {
+			return fail(err)
+		}
+		if pp {
+			if rx, err = tr.openRx(a, 1); err != nil {
+				return fail(err)
+			}
+		}
+		if err := writeReport(out, report{Ready: true}); err != nil {
+			return 1
+		}
+		start := nanotime() + int64(5*time.Millisecond)
+		end := start + int64(a.duration)
+		deadline := end + int64(grace)
+		var st txStats
+		switch a.mode {
+		case modeThroughput:
+			st, err = floodLoop(tx, a.batch, start, end, deadline)
+		default:
+			st, err = pacedLoop(tx, rx, idle, start, int64(time.Second)/int64(a.rate), end, deadline)
+		}
+		r := report{Done: true, Sent: st.sent, StartNs: st.startNs, hist: st.hist}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		if err := writeReport(out, r); err != nil || r.Err != "" {
+			return 1
+		}
+		return 0
+	}
+	if rx, err = tr.openRx(a, 0); err != nil {
+		return fail(err)
+	}
+	if pp {
+		if tx, err = tr.openTx(a, 1); err != nil {
+			return fail(err)
+		}
+	}
+	if err := writeReport(out, report{Ready: true}); err != nil {
+		return 1
+	}
+	// The publisher starts within a moment of our ready line; allow for a
+	// slow start of its process on a busy machine.
+	deadline := nanotime() + int64(a.duration) + int64(grace) + int64(10*time.Second)
+	st, err := subLoop(rx, tx, a.mode == modeLatency, deadline)
+	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	if err := writeReport(out, r); err != nil || r.Err != "" {
+		return 1
+	}
+	return 0
+}
