@@ -1,0 +1,38 @@
+// Package tcp is software RDMA over TCP: an rdma.Device for hosts without
+// an RDMA NIC, with the semantics of the shm and verbs providers.
+//
+// Each queue pair uses two TCP connections: the one it dials to the peer's
+// device carries its requests (and the peer's responses back); the one the
+// peer dials carries the peer's requests, which this side's responder
+// applies. Both sides call Connect with the other's endpoint.
+//
+// Requester: PostSend checks the request against local rules (lkey, SGE
+// bounds, inline limit), copies its frame and payload into a per-QP byte
+// ring and returns: no lock, no allocation, no system call. A flusher
+// goroutine writes whatever the ring holds with one write (or writev when it
+// wraps) per batch, and parks after a few idle yields. A reaper goroutine
+// reads responses and completes requests in post order onto the send CQ.
+//
+// Responder: a goroutine per incoming connection reads whole frames, checks
+// each op at the target (unknown rkey, out of bounds or a missing right →
+// StatusRemoteAccess; a misaligned atomic → StatusRemoteInvalidRequest; no
+// posted receive for SEND or WRITE_WITH_IMM → StatusRNRRetryExceeded; the
+// target untouched in every case) and applies it. Atomics use sync/atomic on
+// the mapped words, so they are atomic against each other from every
+// connection, the owner's loopback QP included, and against CPU atomics;
+// an aligned 8-byte WRITE is one atomic store. Requests on one connection
+// are applied in order, so a payload WRITE followed by a stamp WRITE is seen
+// in that order. WRITE and SEND acknowledgements are cumulative and written
+// when the responder has no more buffered input.
+//
+// Errors follow verbs: an error completion moves the requester's QP to ERR,
+// and what is outstanding completes with StatusFlushed. A broken connection
+// or a peer silent for Config.AckTimeout completes the oldest outstanding
+// request with StatusRetryExceeded. A peer that sends bytes that are not a
+// valid frame (see frame.go) has that connection closed and that QP moved to
+// ERR; other connections and the device's memory are untouched.
+//
+// Regions come from internal/shmem (memfd, shareable), and Register accepts
+// memory any device of this process allocated, so one ring can be reached
+// through shm and tcp at once.
+package tcp

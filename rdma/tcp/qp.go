@@ -1,0 +1,384 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/rdma/internal/swcq"
+)
+
+// QP is a reliable-connected queue pair over two TCP connections: the one it
+// dials carries its requests to the peer and the peer's responses back; the
+// one the peer dials carries the peer's requests, which this QP's responder
+// applies to this device's regions. It implements rdma.QueuePair.
+//
+// PostSend and PostRecv are meant for one goroutine each at a time, as a
+// poll loop does; concurrent callers are serialised by an atomic flag (one
+// uncontended compare-and-swap per call).
+type QP struct {
+	dev       *Device
+	num       uint32
+	nonce     uint64
+	cfg       rdma.QPConfig
+	scq, rcq  *swcq.CQ
+	maxInline int
+	log       zerolog.Logger
+
+	state atomic.Uint32 // rdma.QPState; stored under mu, loaded anywhere
+
+	// Send queue. The posting goroutine fills sq[pos&sqMask] and then
+	// publishes posted = pos+1 (paired with the Loads in reap and drain);
+	// the consumer holding cmu completes entries in order and publishes
+	// consumed (paired with PostSend's Load for the full check).
+	_        [64]byte
+	posted   atomic.Uint64
+	_        [56]byte
+	consumed atomic.Uint64
+	_        [56]byte
+	sq       []sqEntry
+	sqMask   uint64
+	sqDepth  uint64
+	postBusy atomic.Bool
+	cmu      sync.Mutex // one consumer of sq at a time: the reaper or a drainer
+
+	// Receive queue, the same way round: PostRecv publishes rqPosted, the
+	// responder or a drainer holding rmu consumes.
+	rqPosted   atomic.Uint64
+	rqConsumed atomic.Uint64
+	rq         []rdma.RecvRequest
+	rqMask     uint64
+	rqDepth    uint64
+	recvBusy   atomic.Bool
+	rmu        sync.Mutex
+
+	// Set under mu before state becomes RTS; read by PostSend after it loads
+	// state (the atomic orders them).
+	tx     *txRing
+	maxMsg uint32
+
+	// failStatus is what the first request drained after a failure
+	// completes with; every later one is StatusFlushed.
+	failStatus atomic.Uint32
+
+	mu         sync.Mutex // control path: Connect, attach, fail, Close
+	out, in    net.Conn
+	remote     rdma.Endpoint
+	haveRemote bool
+	inQPN      uint32
+	inNonce    uint64
+	stop       chan struct{} // closed on ERR or CLOSED
+	workers    sync.WaitGroup
+	closeOnce  sync.Once
+
+	// watchdog goroutine only
+	wdConsumed uint64
+	wdSince    time.Time
+}
+
+type sqEntry struct {
+	id       uint64
+	laddr    uint64 // READ and atomics: where the result goes
+	lkey     uint32
+	len      uint32
+	op       rdma.Opcode
+	signaled bool
+}
+
+var _ rdma.QueuePair = (*QP)(nil)
+
+var (
+	errNotConnected = fmt.Errorf("%w: queue pair is not connected", rdma.ErrQPState)
+	errAckTimeout   = errors.New("tcp: no answer from the peer within AckTimeout")
+	errNak          = errors.New("tcp: peer refused a request")
+	errLocal        = errors.New("tcp: local error on a work request")
+)
+
+func newQP(d *Device, num uint32, cfg rdma.QPConfig, scq, rcq *swcq.CQ) *QP {
+	q := &QP{
+		dev:       d,
+		num:       num,
+		nonce:     randUint64(),
+		cfg:       cfg,
+		scq:       scq,
+		rcq:       rcq,
+		maxInline: cfg.MaxInline,
+		stop:      make(chan struct{}),
+	}
+	if q.maxInline == 0 {
+		q.maxInline = maxInline
+	}
+	q.log = d.log.With().Uint32("qpn", num).Logger()
+	n := pow2(cfg.SendDepth)
+	q.sq, q.sqMask, q.sqDepth = make([]sqEntry, n), uint64(n-1), uint64(cfg.SendDepth)
+	n = pow2(cfg.RecvDepth)
+	q.rq, q.rqMask, q.rqDepth = make([]rdma.RecvRequest, n), uint64(n-1), uint64(cfg.RecvDepth)
+	q.failStatus.Store(uint32(rdma.StatusFlushed))
+	return q
+}
+
+func pow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+func (q *QP) Num() uint32 { return q.num }
+
+func (q *QP) State() rdma.QPState { return rdma.QPState(q.state.Load()) }
+
+func (q *QP) LocalEndpoint() rdma.Endpoint {
+	return rdma.Endpoint{
+		Provider: rdma.ProviderTCP,
+		HostID:   q.dev.cfg.HostID,
+		QPN:      q.num,
+		Nonce:    q.nonce,
+		Addr:     q.dev.addr,
+	}
+}
+
+// Connect dials the peer's device, names the peer QP by number and nonce,
+// and starts the goroutines that write requests and read responses. The
+// peer calls Connect with this QP's endpoint likewise, which gives it the
+// connection for its requests. On failure the QP moves to ERR.
+func (q *QP) Connect(ctx context.Context, remote rdma.Endpoint) error {
+	q.mu.Lock()
+	switch st := rdma.QPState(q.state.Load()); st {
+	case rdma.QPReset:
+	case rdma.QPClosed:
+		q.mu.Unlock()
+		return rdma.ErrClosed
+	default:
+		q.mu.Unlock()
+		return fmt.Errorf("%w: Connect in state %s", rdma.ErrQPState, st)
+	}
+	var err error
+	switch {
+	case remote.Provider != rdma.ProviderTCP:
+		err = fmt.Errorf("%w: endpoint %s", rdma.ErrProviderMismatch, remote)
+	case remote.Addr == "":
+		err = fmt.Errorf("%w: endpoint %s has no address", rdma.ErrInvalidConfig, remote)
+	case q.in != nil && (q.inQPN != remote.QPN || q.inNonce != remote.Nonce):
+		err = fmt.Errorf("%w: QP %d is already reached by qp%d, not %s", rdma.ErrPeerRefused, q.num, q.inQPN, remote)
+	}
+	if err != nil {
+		q.mu.Unlock()
+		q.fail(rdma.StatusFlushed, err)
+		return err
+	}
+	q.remote, q.haveRemote = remote, true
+	q.state.Store(uint32(rdma.QPInit))
+	q.mu.Unlock()
+
+	c, peerMax, err := q.dial(ctx, remote)
+	if err != nil {
+		q.fail(rdma.StatusFlushed, err)
+		return err
+	}
+	q.mu.Lock()
+	if st := rdma.QPState(q.state.Load()); st != rdma.QPInit {
+		q.mu.Unlock()
+		c.Close()
+		if st == rdma.QPClosed {
+			return rdma.ErrClosed
+		}
+		return fmt.Errorf("%w: QP moved to %s while connecting", rdma.ErrQPState, st)
+	}
+	q.out = c
+	q.maxMsg = min(uint32(q.dev.cfg.MaxMsgSize), peerMax)
+	q.tx = newTxRing(q.dev.cfg.SendBuffer)
+	q.state.Store(uint32(rdma.QPReadyToReceive))
+	q.workers.Add(2)
+	go q.reap(c)
+	go q.flush(c, q.tx)
+	q.state.Store(uint32(rdma.QPReadyToSend))
+	q.mu.Unlock()
+	q.log.Debug().Stringer("remote", remote).Msg("connected")
+	return nil
+}
+
+func (q *QP) dial(ctx context.Context, remote rdma.Endpoint) (net.Conn, uint32, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.dev.cfg.ConnectTimeout)
+	defer cancel()
+	var dl net.Dialer
+	c, err := dl.DialContext(ctx, "tcp", remote.Addr)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: dial %s: %w", rdma.ErrPeerRefused, remote.Addr, err)
+	}
+	setNoDelay(c)
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	fail := func(err error) (net.Conn, uint32, error) {
+		c.Close()
+		return nil, 0, err
+	}
+	h := hello{host: q.dev.cfg.HostID, dstQPN: remote.QPN, srcQPN: q.num, dstNonce: remote.Nonce,
+		srcNonce: q.nonce, maxMsg: uint32(q.dev.cfg.MaxMsgSize)}
+	if _, err := c.Write(h.marshal()); err != nil {
+		return fail(fmt.Errorf("%w: send hello to %s: %w", ErrHandshake, remote, err))
+	}
+	var rb [replyLen]byte
+	if _, err := io.ReadFull(c, rb[:]); err != nil {
+		return fail(fmt.Errorf("%w: reply from %s: %w", ErrHandshake, remote, err))
+	}
+	status, peerMax, err := decodeReply(rb[:])
+	if err != nil {
+		return fail(err)
+	}
+	switch status {
+	case hsOK:
+	case hsNotFound:
+		return fail(fmt.Errorf("%w: %s", rdma.ErrPeerNotFound, remote))
+	case hsBadVersion:
+		return fail(fmt.Errorf("%w: %s", ErrHandshakeVersion, remote))
+	default:
+		return fail(fmt.Errorf("%w: %s", rdma.ErrPeerRefused, remote))
+	}
+	if !stop() {
+		return fail(fmt.Errorf("%w: connecting to %s: %w", ErrHandshake, remote, ctx.Err()))
+	}
+	c.SetDeadline(time.Time{})
+	return c, peerMax, nil
+}
+
+// attachIncoming gives the QP the connection a peer dialled, if the QP can
+// take it. Called by the device's handshake goroutine.
+func (q *QP) attachIncoming(c net.Conn, h hello) uint8 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch rdma.QPState(q.state.Load()) {
+	case rdma.QPError, rdma.QPClosed:
+		return hsRefused
+	}
+	if q.in != nil {
+		return hsRefused
+	}
+	if q.haveRemote && (q.remote.QPN != h.srcQPN || q.remote.Nonce != h.srcNonce) {
+		return hsRefused
+	}
+	q.in, q.inQPN, q.inNonce = c, h.srcQPN, h.srcNonce
+	return hsOK
+}
+
+// fail moves the QP to ERR (unless it is already in ERR or CLOSED), closes
+// its connections and completes what is outstanding: the first request with
+// st, the rest with StatusFlushed. It must not be called with cmu or rmu
+// held.
+func (q *QP) fail(st rdma.Status, cause error) {
+	q.mu.Lock()
+	switch rdma.QPState(q.state.Load()) {
+	case rdma.QPError, rdma.QPClosed:
+		q.mu.Unlock()
+		return
+	}
+	q.failStatus.Store(uint32(st))
+	q.state.Store(uint32(rdma.QPError))
+	close(q.stop)
+	out, in := q.out, q.in
+	q.mu.Unlock()
+	q.log.Warn().Err(cause).Stringer("status", st).Msg("queue pair moved to ERR")
+	if out != nil {
+		out.Close()
+	}
+	if in != nil {
+		in.Close()
+	}
+	q.drain()
+	q.drainRecv()
+}
+
+// drain completes every posted, unanswered request: the first with
+// failStatus, the others with StatusFlushed.
+func (q *QP) drain() {
+	q.cmu.Lock()
+	defer q.cmu.Unlock()
+	for {
+		pos := q.consumed.Load()
+		if pos == q.posted.Load() {
+			return
+		}
+		e := q.sq[pos&q.sqMask]
+		q.consumed.Store(pos + 1)
+		st := rdma.Status(q.failStatus.Swap(uint32(rdma.StatusFlushed)))
+		q.scq.Push(rdma.Completion{ID: e.id, Status: st, Op: e.op, QPN: q.num})
+	}
+}
+
+// drainRecv completes every posted receive with StatusFlushed.
+func (q *QP) drainRecv() {
+	q.rmu.Lock()
+	defer q.rmu.Unlock()
+	for {
+		pos := q.rqConsumed.Load()
+		if pos == q.rqPosted.Load() {
+			return
+		}
+		rr := q.rq[pos&q.rqMask]
+		q.rqConsumed.Store(pos + 1)
+		q.rcq.Push(rdma.Completion{ID: rr.ID, Status: rdma.StatusFlushed, Op: rdma.OpRecv, QPN: q.num})
+	}
+}
+
+// checkProgress is the watchdog's look at the QP: the oldest outstanding
+// request unanswered for timeout fails the QP with StatusRetryExceeded.
+func (q *QP) checkProgress(now time.Time, timeout time.Duration) {
+	if rdma.QPState(q.state.Load()) != rdma.QPReadyToSend {
+		return
+	}
+	c := q.consumed.Load()
+	if c == q.posted.Load() || c != q.wdConsumed || q.wdSince.IsZero() {
+		q.wdConsumed, q.wdSince = c, now
+		return
+	}
+	if now.Sub(q.wdSince) >= timeout {
+		q.fail(rdma.StatusRetryExceeded, errAckTimeout)
+	}
+}
+
+// Close moves the QP to CLOSED, closes its connections, waits for its
+// goroutines and flushes what is outstanding. Idempotent.
+func (q *QP) Close() error {
+	q.closeOnce.Do(func() {
+		q.mu.Lock()
+		prev := rdma.QPState(q.state.Load())
+		q.failStatus.Store(uint32(rdma.StatusFlushed))
+		q.state.Store(uint32(rdma.QPClosed))
+		if prev != rdma.QPError {
+			close(q.stop)
+		}
+		out, in := q.out, q.in
+		q.mu.Unlock()
+		if out != nil {
+			out.Close()
+		}
+		if in != nil {
+			in.Close()
+		}
+		q.workers.Wait()
+		q.drain()
+		q.drainRecv()
+		q.dev.dropQP(q)
+	})
+	return nil
+}
+
+// spinAcquire takes a posting flag; uncontended it is one CAS.
+func spinAcquire(f *atomic.Bool) {
+	for !f.CompareAndSwap(false, true) {
+		runtime.Gosched()
+	}
+}

@@ -1,0 +1,138 @@
+package tcp
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// reap reads the responses to this QP's requests and completes them in
+// order. Any read error, malformed or unexpected response, or NAK ends it and
+// moves the QP to ERR.
+func (q *QP) reap(c net.Conn) {
+	defer q.workers.Done()
+	br := bufio.NewReaderSize(c, 64<<10)
+	var hdr [respHeaderLen]byte
+	var err error
+	for {
+		if _, err = io.ReadFull(br, hdr[:]); err != nil {
+			break
+		}
+		var r response
+		if r, err = decodeResponse(hdr[:], q.maxMsg); err != nil {
+			break
+		}
+		q.cmu.Lock()
+		err = q.onResponse(br, r)
+		q.cmu.Unlock()
+		if err != nil {
+			break
+		}
+	}
+	switch {
+	case errors.Is(err, errNak), errors.Is(err, ErrFrame):
+		q.fail(rdma.StatusFlushed, err)
+	default: // the connection broke: the peer or the path died
+		q.fail(rdma.StatusRetryExceeded, err)
+	}
+}
+
+// ackable reports whether a request of op is answered by a plain ACK.
+func ackable(op rdma.Opcode) bool {
+	return op == rdma.OpWrite || op == rdma.OpWriteImm || op == rdma.OpSend
+}
+
+// onResponse completes the requests r answers. Called with cmu held.
+func (q *QP) onResponse(br *bufio.Reader, r response) error {
+	for {
+		pos := q.consumed.Load()
+		if pos == q.posted.Load() {
+			return fmt.Errorf("%w: response for seq %d, none outstanding", ErrFrame, r.seq)
+		}
+		seq := pos + 1
+		e := &q.sq[pos&q.sqMask]
+		if seq > r.seq {
+			return fmt.Errorf("%w: response for seq %d, next outstanding is %d", ErrFrame, r.seq, seq)
+		}
+		if seq < r.seq || r.kind == respAck {
+			if !ackable(e.op) {
+				return fmt.Errorf("%w: seq %d (%s) acknowledged without its result", ErrFrame, seq, e.op)
+			}
+			q.complete(e, pos, rdma.StatusSuccess)
+			if seq == r.seq {
+				return nil
+			}
+			continue
+		}
+		switch r.kind {
+		case respNak:
+			q.complete(e, pos, r.status)
+			return fmt.Errorf("%w: seq %d (%s): %s", errNak, seq, e.op, r.status)
+		case respRead:
+			if e.op != rdma.OpRead || r.len != e.len {
+				return fmt.Errorf("%w: READ response of %d bytes for seq %d (%s of %d)", ErrFrame, r.len, seq, e.op, e.len)
+			}
+			st := rdma.StatusSuccess
+			reg, dst, lst := q.localSpan(rdma.SGE{Addr: e.laddr, LKey: e.lkey, Len: e.len}, rdma.AccessLocalWrite, e.len)
+			if lst != rdma.StatusSuccess {
+				st = lst
+				if _, err := br.Discard(int(r.len)); err != nil {
+					return err
+				}
+			} else {
+				err := readInto(br, dst)
+				reg.release()
+				if err != nil {
+					return err
+				}
+			}
+			q.complete(e, pos, st)
+		case respAtomic:
+			if !e.op.IsAtomic() {
+				return fmt.Errorf("%w: atomic response for seq %d (%s)", ErrFrame, seq, e.op)
+			}
+			st := rdma.StatusSuccess
+			if reg, dst, lst := q.localSpan(rdma.SGE{Addr: e.laddr, LKey: e.lkey, Len: 8}, rdma.AccessLocalWrite, 8); lst != rdma.StatusSuccess {
+				st = lst
+			} else {
+				var v [8]byte
+				binary.NativeEndian.PutUint64(v[:], r.value)
+				putBytes(dst, v[:])
+				reg.release()
+			}
+			q.complete(e, pos, st)
+		}
+		return nil
+	}
+}
+
+// readInto fills dst from br; an aligned 8-byte destination is stored
+// atomically.
+func readInto(br *bufio.Reader, dst []byte) error {
+	if len(dst) == 8 && aligned8(dst) {
+		var v [8]byte
+		if _, err := io.ReadFull(br, v[:]); err != nil {
+			return err
+		}
+		atomic.StoreUint64(word(dst), binary.NativeEndian.Uint64(v[:]))
+		return nil
+	}
+	_, err := io.ReadFull(br, dst)
+	return err
+}
+
+// complete retires sq entry pos. Called with cmu held.
+func (q *QP) complete(e *sqEntry, pos uint64, st rdma.Status) {
+	c := rdma.Completion{ID: e.id, Status: st, Op: e.op, QPN: q.num, Bytes: e.len}
+	signaled := e.signaled
+	q.consumed.Store(pos + 1) // pairs with PostSend's Load; frees the slot
+	if signaled || st != rdma.StatusSuccess {
+		q.scq.Push(c)
+	}
+}

@@ -1,0 +1,38 @@
+package tcp
+
+import "github.com/tickbus/tickbus/rdma"
+
+// PostRecv queues a receive for the peer's next SEND or WRITE_WITH_IMM. It
+// may be called from RESET on, never blocks and allocates nothing; the SGE
+// is checked when a SEND fills it. In ERR the receive completes with
+// StatusFlushed.
+func (q *QP) PostRecv(rr *rdma.RecvRequest) error {
+	if rr == nil {
+		return rdma.ErrInvalidRequest
+	}
+	spinAcquire(&q.recvBusy)
+	err := q.postRecv(rr)
+	q.recvBusy.Store(false)
+	return err
+}
+
+func (q *QP) postRecv(rr *rdma.RecvRequest) error {
+	switch rdma.QPState(q.state.Load()) {
+	case rdma.QPClosed:
+		return rdma.ErrClosed
+	case rdma.QPError:
+		q.rcq.Push(rdma.Completion{ID: rr.ID, Status: rdma.StatusFlushed, Op: rdma.OpRecv, QPN: q.num})
+		return nil
+	}
+	pos := q.rqPosted.Load() // only this goroutine stores it
+	if pos-q.rqConsumed.Load() >= q.rqDepth {
+		return rdma.ErrRecvQueueFull
+	}
+	q.rq[pos&q.rqMask] = *rr
+	q.rqPosted.Store(pos + 1) // pairs with the responder's Load in takeRecv
+	switch rdma.QPState(q.state.Load()) {
+	case rdma.QPError, rdma.QPClosed:
+		q.drainRecv() // fail or Close may have drained before our Store
+	}
+	return nil
+}

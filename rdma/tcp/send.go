@@ -1,0 +1,265 @@
+package tcp
+
+import (
+	"encoding/binary"
+	"net"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// PostSend checks wr against local rules, copies its frame (and payload)
+// into the QP's send buffer and returns; a flusher goroutine writes the
+// buffer to the socket. It never blocks, allocates nothing and makes no
+// system call.
+//
+// Returned errors mean nothing was queued: rdma.ErrClosed,
+// rdma.ErrQPState (not connected yet), rdma.ErrSendQueueFull (SendDepth
+// requests outstanding, or the send buffer is full), rdma.ErrInvalidRequest
+// (nil). A local error (unknown lkey, SGE out of its region, inline over
+// the limit, unknown opcode) completes wr with its status and moves the QP
+// to ERR, as in verbs. In ERR, wr completes with StatusFlushed.
+func (q *QP) PostSend(wr *rdma.WorkRequest) error {
+	if wr == nil {
+		return rdma.ErrInvalidRequest
+	}
+	spinAcquire(&q.postBusy)
+	err := q.postSend(wr)
+	q.postBusy.Store(false)
+	return err
+}
+
+func (q *QP) postSend(wr *rdma.WorkRequest) error {
+	switch rdma.QPState(q.state.Load()) {
+	case rdma.QPReadyToSend:
+	case rdma.QPError:
+		q.scq.Push(rdma.Completion{ID: wr.ID, Status: rdma.StatusFlushed, Op: wr.Op, QPN: q.num})
+		return nil
+	case rdma.QPClosed:
+		return rdma.ErrClosed
+	default:
+		return errNotConnected
+	}
+	pos := q.posted.Load() // only this goroutine stores it
+	if pos-q.consumed.Load() >= q.sqDepth {
+		return rdma.ErrSendQueueFull
+	}
+	e := sqEntry{id: wr.ID, op: wr.Op, signaled: q.cfg.SignalAll || wr.Flags&rdma.FlagSignaled != 0}
+	r := request{op: wr.Op, seq: pos + 1, raddr: wr.Remote.Addr, rkey: wr.Remote.RKey}
+	inline := wr.Flags&rdma.FlagInline != 0
+	var (
+		payload []byte
+		src     *region
+		st      = rdma.StatusSuccess
+	)
+	switch wr.Op {
+	case rdma.OpWrite, rdma.OpWriteImm, rdma.OpSend:
+		if wr.Op != rdma.OpWrite {
+			r.imm = wr.Imm
+		}
+		if wr.Op == rdma.OpSend {
+			r.raddr, r.rkey = 0, 0
+		}
+		switch {
+		case inline && len(wr.Inline) > q.maxInline:
+			st = rdma.StatusLocalQPOp
+		case inline:
+			payload = wr.Inline
+		case wr.Local.Len > q.maxMsg:
+			st = rdma.StatusLocalLength
+		case wr.Local.Len > 0:
+			src, payload, st = q.localSpan(wr.Local, 0, wr.Local.Len)
+		}
+		if st == rdma.StatusSuccess && uint32(len(payload)) > q.maxMsg {
+			st = rdma.StatusLocalLength
+		}
+		r.len = uint32(len(payload))
+		e.len = r.len
+	case rdma.OpRead:
+		switch {
+		case inline:
+			st = rdma.StatusLocalQPOp
+		case wr.Local.Len > q.maxMsg:
+			st = rdma.StatusLocalLength
+		case wr.Local.Len > 0:
+			st = q.checkLocal(wr.Local, rdma.AccessLocalWrite, wr.Local.Len)
+		}
+		r.len = wr.Local.Len
+		e.laddr, e.lkey, e.len = wr.Local.Addr, wr.Local.LKey, wr.Local.Len
+	case rdma.OpCompareAndSwap, rdma.OpFetchAndAdd:
+		switch {
+		case inline:
+			st = rdma.StatusLocalQPOp
+		case wr.Local.Len < 8:
+			st = rdma.StatusLocalLength
+		default:
+			st = q.checkLocal(wr.Local, rdma.AccessLocalWrite, 8)
+		}
+		if wr.Op == rdma.OpCompareAndSwap {
+			r.arg1, r.arg2 = wr.Compare, wr.Swap
+		} else {
+			r.arg1 = wr.Add
+		}
+		e.laddr, e.lkey, e.len = wr.Local.Addr, wr.Local.LKey, 8
+	default:
+		st = rdma.StatusLocalQPOp
+	}
+	if st != rdma.StatusSuccess {
+		if src != nil {
+			src.release()
+		}
+		q.localError(wr, st)
+		return nil
+	}
+	t := q.tx
+	if t.free() < uint64(reqHeaderLen+len(payload)) {
+		if src != nil {
+			src.release()
+		}
+		return rdma.ErrSendQueueFull
+	}
+	var hdr [reqHeaderLen]byte
+	r.put(hdr[:])
+	t.write(hdr[:])
+	t.write(payload)
+	if src != nil {
+		src.release()
+	}
+	q.sq[pos&q.sqMask] = e
+	q.posted.Store(pos + 1) // pairs with the Loads in reap and drain
+	t.publish()
+	if rdma.QPState(q.state.Load()) != rdma.QPReadyToSend {
+		// fail or Close ran meanwhile and may have drained before our
+		// Store; drain again so the request is not lost.
+		q.drain()
+	}
+	return nil
+}
+
+// localSpan pins the local region behind sge and returns its n bytes.
+func (q *QP) localSpan(sge rdma.SGE, need rdma.Access, n uint32) (*region, []byte, rdma.Status) {
+	r := q.dev.keys.Load().byL[sge.LKey]
+	if r == nil || !r.access.Has(need) || !r.acquire() {
+		return nil, nil, rdma.StatusLocalProtection
+	}
+	b, ok := r.span(sge.Addr, uint64(n))
+	if !ok {
+		r.release()
+		return nil, nil, rdma.StatusLocalProtection
+	}
+	return r, b, rdma.StatusSuccess
+}
+
+// checkLocal checks that sge names n bytes of a local region granting need.
+func (q *QP) checkLocal(sge rdma.SGE, need rdma.Access, n uint32) rdma.Status {
+	r, _, st := q.localSpan(sge, need, n)
+	if r != nil {
+		r.release()
+	}
+	return st
+}
+
+// localError completes wr with a local error and moves the QP to ERR.
+func (q *QP) localError(wr *rdma.WorkRequest, st rdma.Status) {
+	q.scq.Push(rdma.Completion{ID: wr.ID, Status: st, Op: wr.Op, QPN: q.num})
+	q.fail(rdma.StatusFlushed, errLocal)
+}
+
+// txRing is the single-producer, single-consumer byte ring between
+// PostSend and the flusher goroutine.
+type txRing struct {
+	buf  []byte
+	mask uint64
+	w    uint64 // producer's cursor, published as wpos
+	_    [64]byte
+	wpos atomic.Uint64 // Store by the producer, Load by the flusher
+	_    [56]byte
+	rpos atomic.Uint64 // Store by the flusher, Load by the producer
+	_    [56]byte
+	// sleeping is set by the flusher before it parks on wake; the producer
+	// Loads it after publishing and wakes the flusher.
+	sleeping atomic.Bool
+	wake     chan struct{}
+}
+
+func newTxRing(size int) *txRing {
+	return &txRing{buf: make([]byte, size), mask: uint64(size - 1), wake: make(chan struct{}, 1)}
+}
+
+func (t *txRing) free() uint64 { return uint64(len(t.buf)) - (t.w - t.rpos.Load()) }
+
+func (t *txRing) write(b []byte) {
+	i := t.w & t.mask
+	n := copy(t.buf[i:], b)
+	if n < len(b) {
+		copy(t.buf, b[n:])
+	}
+	t.w += uint64(len(b))
+}
+
+func (t *txRing) publish() {
+	t.wpos.Store(t.w) // pairs with the flusher's Load
+	if t.sleeping.Load() && t.sleeping.CompareAndSwap(true, false) {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// flush writes what PostSend buffered to the socket, as much as there is
+// per system call (one write, or one writev when the data wraps). When the
+// buffer stays empty for FlushSpins yields it parks until PostSend wakes it.
+func (q *QP) flush(c net.Conn, t *txRing) {
+	defer q.workers.Done()
+	var vec [2][]byte
+	spins := 0
+	for {
+		w, r := t.wpos.Load(), t.rpos.Load()
+		if w == r {
+			if spins < q.dev.cfg.FlushSpins {
+				spins++
+				runtime.Gosched()
+				continue
+			}
+			t.sleeping.Store(true)
+			if t.wpos.Load() != r { // pairs with publish's Store
+				t.sleeping.Store(false)
+				continue
+			}
+			select {
+			case <-t.wake:
+			case <-q.stop:
+				return
+			}
+			spins = 0
+			continue
+		}
+		spins = 0
+		i, j := r&t.mask, w&t.mask
+		var err error
+		if i < j || j == 0 {
+			_, err = c.Write(t.buf[i : i+(w-r)])
+		} else {
+			vec[0], vec[1] = t.buf[i:], t.buf[:j]
+			bufs := net.Buffers(vec[:])
+			_, err = bufs.WriteTo(c)
+		}
+		if err != nil {
+			q.fail(rdma.StatusRetryExceeded, err)
+			return
+		}
+		t.rpos.Store(w) // pairs with free's Load
+	}
+}
+
+// putBytes writes src into dst; an aligned 8-byte write is one atomic
+// store, so a reader spinning with an atomic load sees all or nothing.
+func putBytes(dst, src []byte) {
+	if len(dst) == 8 && aligned8(dst) {
+		atomic.StoreUint64(word(dst), binary.NativeEndian.Uint64(src)) // pairs with readers' atomic loads
+		return
+	}
+	copy(dst, src)
+}

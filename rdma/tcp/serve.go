@@ -1,0 +1,225 @@
+package tcp
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// serve is the responder of one incoming data connection: it reads the
+// peer's requests in order, checks each against this device's regions,
+// applies it and answers. Acknowledgements of WRITEs and SENDs are batched:
+// one cumulative ACK is written when no more request bytes are buffered,
+// just before the responder would block reading. Garbage, a truncated frame
+// or a broken connection ends it and moves the QP to ERR; the memory of
+// this device is only touched by whole, valid frames.
+func (q *QP) serve(c net.Conn, peerMax uint32) {
+	br := bufio.NewReaderSize(c, 256<<10)
+	bw := bufio.NewWriterSize(c, 64<<10)
+	s := responder{q: q, bw: bw, max: uint32(q.dev.cfg.MaxMsgSize)}
+	_ = peerMax // the peer sends no more than min(its, ours); our own limit is what we enforce
+	var hdr [reqHeaderLen]byte
+	var err error
+	expect := uint64(1)
+	for {
+		if br.Buffered() == 0 {
+			if err = s.flushAck(); err != nil {
+				break
+			}
+			if err = bw.Flush(); err != nil {
+				break
+			}
+		}
+		if _, err = io.ReadFull(br, hdr[:]); err != nil {
+			break
+		}
+		var r request
+		if r, err = decodeRequest(hdr[:], s.max); err != nil {
+			break
+		}
+		if r.seq != expect {
+			err = fmt.Errorf("%w: request seq %d, want %d", ErrFrame, r.seq, expect)
+			break
+		}
+		expect++
+		var payload []byte
+		if hasPayload(r.op) {
+			if cap(s.scratch) < int(r.len) {
+				s.scratch = make([]byte, r.len)
+			}
+			payload = s.scratch[:r.len]
+			if _, err = io.ReadFull(br, payload); err != nil {
+				if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+					err = fmt.Errorf("%w: truncated %s payload: %w", ErrFrame, r.op, err)
+				}
+				break
+			}
+		}
+		if err = s.apply(&r, payload); err != nil {
+			break
+		}
+	}
+	switch {
+	case errors.Is(err, ErrFrame):
+		q.log.Warn().Err(err).Str("peer", c.RemoteAddr().String()).Msg("garbage on data connection; closing it")
+		q.fail(rdma.StatusFlushed, err)
+	default:
+		q.fail(rdma.StatusRetryExceeded, fmt.Errorf("tcp: incoming connection: %w", err))
+	}
+	c.Close()
+}
+
+// responder is serve's state.
+type responder struct {
+	q       *QP
+	bw      *bufio.Writer
+	max     uint32
+	scratch []byte
+	ackUpto uint64 // highest applied seq whose ACK is owed; 0 for none
+	out     [respHeaderLen]byte
+}
+
+func (s *responder) flushAck() error {
+	if s.ackUpto == 0 {
+		return nil
+	}
+	return s.respond(response{kind: respAck, seq: s.ackUpto}, nil)
+}
+
+// respond writes a response; it answers every earlier request too.
+func (s *responder) respond(r response, data []byte) error {
+	r.put(s.out[:])
+	s.ackUpto = 0
+	if _, err := s.bw.Write(s.out[:]); err != nil {
+		return err
+	}
+	if len(data) > 0 {
+		if len(data) == 8 && aligned8(data) {
+			var v [8]byte
+			binary.NativeEndian.PutUint64(v[:], atomic.LoadUint64(word(data))) // pairs with atomic stores in putBytes and by the owner
+			_, err := s.bw.Write(v[:])
+			return err
+		}
+		_, err := s.bw.Write(data)
+		return err
+	}
+	return nil
+}
+
+func (s *responder) nak(seq uint64, st rdma.Status) error {
+	return s.respond(response{kind: respNak, status: st, seq: seq}, nil)
+}
+
+// remoteSpan finds and pins n bytes at addr of the region named by rkey,
+// checking the access need.
+func (s *responder) remoteSpan(rkey uint32, addr, n uint64, need rdma.Access) (*region, []byte, rdma.Status) {
+	r := s.q.dev.keys.Load().byR[rkey]
+	if r == nil || !r.access.Has(need) || !r.acquire() {
+		return nil, nil, rdma.StatusRemoteAccess
+	}
+	b, ok := r.span(addr, n)
+	if !ok {
+		r.release()
+		return nil, nil, rdma.StatusRemoteAccess
+	}
+	return r, b, rdma.StatusSuccess
+}
+
+// takeRecv consumes the oldest posted receive.
+func (s *responder) takeRecv() (rdma.RecvRequest, bool) {
+	q := s.q
+	q.rmu.Lock()
+	defer q.rmu.Unlock()
+	pos := q.rqConsumed.Load()
+	if pos == q.rqPosted.Load() { // pairs with PostRecv's Store
+		return rdma.RecvRequest{}, false
+	}
+	rr := q.rq[pos&q.rqMask]
+	q.rqConsumed.Store(pos + 1) // pairs with PostRecv's full check
+	return rr, true
+}
+
+func (s *responder) apply(r *request, payload []byte) error {
+	q := s.q
+	switch r.op {
+	case rdma.OpWrite, rdma.OpWriteImm:
+		reg, dst, st := s.remoteSpan(r.rkey, r.raddr, uint64(r.len), rdma.AccessRemoteWrite)
+		if st != rdma.StatusSuccess {
+			return s.nak(r.seq, st)
+		}
+		var rr rdma.RecvRequest
+		if r.op == rdma.OpWriteImm {
+			var ok bool
+			if rr, ok = s.takeRecv(); !ok {
+				reg.release()
+				return s.nak(r.seq, rdma.StatusRNRRetryExceeded)
+			}
+		}
+		putBytes(dst, payload)
+		reg.release()
+		if r.op == rdma.OpWriteImm {
+			q.rcq.Push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecvImm, QPN: q.num, Bytes: r.len, Imm: r.imm})
+		}
+		s.ackUpto = r.seq
+		return nil
+	case rdma.OpSend:
+		rr, ok := s.takeRecv()
+		if !ok {
+			return s.nak(r.seq, rdma.StatusRNRRetryExceeded)
+		}
+		if r.len > rr.Local.Len {
+			q.rcq.Push(rdma.Completion{ID: rr.ID, Status: rdma.StatusLocalLength, Op: rdma.OpRecv, QPN: q.num})
+			return s.nak(r.seq, rdma.StatusRemoteInvalidRequest)
+		}
+		if r.len > 0 {
+			reg, dst, st := q.localSpan(rr.Local, rdma.AccessLocalWrite, r.len)
+			if st != rdma.StatusSuccess {
+				q.rcq.Push(rdma.Completion{ID: rr.ID, Status: st, Op: rdma.OpRecv, QPN: q.num})
+				return s.nak(r.seq, rdma.StatusRemoteOp)
+			}
+			putBytes(dst, payload)
+			reg.release()
+		}
+		q.rcq.Push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecv, QPN: q.num, Bytes: r.len, Imm: r.imm})
+		s.ackUpto = r.seq
+		return nil
+	case rdma.OpRead:
+		reg, src, st := s.remoteSpan(r.rkey, r.raddr, uint64(r.len), rdma.AccessRemoteRead)
+		if st != rdma.StatusSuccess {
+			return s.nak(r.seq, st)
+		}
+		err := s.respond(response{kind: respRead, len: r.len, seq: r.seq}, src)
+		reg.release()
+		return err
+	case rdma.OpCompareAndSwap, rdma.OpFetchAndAdd:
+		reg, dst, st := s.remoteSpan(r.rkey, r.raddr, 8, rdma.AccessRemoteAtomic)
+		if st != rdma.StatusSuccess {
+			return s.nak(r.seq, st)
+		}
+		if !aligned8(dst) {
+			reg.release()
+			return s.nak(r.seq, rdma.StatusRemoteInvalidRequest)
+		}
+		var orig uint64
+		p := word(dst)
+		if r.op == rdma.OpFetchAndAdd {
+			orig = atomic.AddUint64(p, r.arg1) - r.arg1
+		} else {
+			for {
+				orig = atomic.LoadUint64(p)
+				if orig != r.arg1 || atomic.CompareAndSwapUint64(p, orig, r.arg2) {
+					break
+				}
+			}
+		}
+		reg.release()
+		return s.respond(response{kind: respAtomic, seq: r.seq, value: orig}, nil)
+	}
+	return fmt.Errorf("%w: op %d", ErrFrame, r.op) // decodeRequest lets no other op through
+}
