@@ -72,7 +72,21 @@ func (u *urlList) Set(s string) error {
 // calls reload (which must reset the flag-bound values to defaults and
 // decode the file onto them) and parses args again, so that flags override
 // the file and the file overrides the defaults.
+//
+// A parse error is returned, not printed with the whole usage; --help
+// prints the usage (fs.Usage) and returns flag.ErrHelp.
 func Parse(fs *flag.FlagSet, args []string, file *string, reload func(path string) error) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := parse(fs, args, file, reload)
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+	}
+	return err
+}
+
+func parse(fs *flag.FlagSet, args []string, file *string, reload func(path string) error) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
