@@ -1,0 +1,38 @@
+// Package shm is the rdma provider for peers on one host: regions are
+// memfd-backed, handed to a connecting peer over a unix socket with
+// SCM_RIGHTS after a peer-credential check, and the requester maps them and
+// does the copy or the atomic itself: one copy, no kernel on the data path.
+//
+// Control plane: each Device listens on a Linux abstract unix socket
+// (SOCK_SEQPACKET) named "@tickbus-shm-<pid>-<random>", so nothing is ever
+// left in the file system, even after SIGKILL; Endpoint.Addr carries the
+// name. Connect dials the peer's device, checks its uid (SO_PEERCRED: ours or
+// Config.AllowUIDs; the accepting side checks the same), and receives the
+// peer QP's receive queue and every region of the peer's device that grants
+// a remote right. Regions registered later are pushed to every connected
+// peer, and RegisterMemory returns only when each peer has mapped them;
+// Region.Close returns only when each has unmapped them. The protocol is
+// versioned and every frame is checked (see wire.go); a peer that breaks it
+// loses its connection, and the QP it served goes to ERR.
+//
+// Data plane: PostSend runs the request at once on the mapped memory, with
+// the checks a target makes (unknown rkey, out of bounds, missing right:
+// StatusRemoteAccess; misaligned atomic: StatusRemoteInvalidRequest; memory
+// untouched), in post order. An 8-byte WRITE to an 8-aligned address is one
+// atomic store (see QP.PostSend for the store/load pairing the ring's stamp
+// relies on). CAS and FAA are CPU atomics on the mapped word, so
+// Caps().Atomic is rdma.AtomicGlobal. SEND and WRITE_WITH_IMM claim the
+// peer's next posted receive through a small shared queue (queue.go); the
+// peer's RecvCQ turns them into completions when it polls. With no receive
+// posted the sender gets StatusRNRRetryExceeded at once (no retry).
+//
+// Peer death: the control socket's EOF moves the QP to ERR; every later post
+// completes with StatusFlushed. Shared memory outlives a dead peer in the
+// mappings that remain, so nothing faults, and memfds leave nothing in
+// /dev/shm or the temp dir.
+//
+// Close of a QP, a region or the device never unmaps memory a concurrent
+// PostSend or Poll is using: those count themselves in and out with one
+// atomic add each, and the closer unpublishes first, then waits for the
+// count to drop to zero (see QP).
+package shm

@@ -1,0 +1,281 @@
+package shm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// Preallocated errors: PostSend returns them without allocating.
+var (
+	errQPClosed = fmt.Errorf("%w: shm queue pair", rdma.ErrClosed)
+	errCQClosed = fmt.Errorf("%w: shm completion queue", rdma.ErrClosed)
+	errNotRTS   = fmt.Errorf("%w: PostSend needs RTS (or ERR, to flush)", rdma.ErrQPState)
+	errNilWR    = fmt.Errorf("%w: nil work request", rdma.ErrInvalidRequest)
+)
+
+// PostSend carries out wr at once, in this goroutine: the copy or the atomic
+// on the peer's mapped memory, after the checks the target would make. It
+// never blocks, takes no lock, makes no syscall and allocates nothing.
+//
+// Requests of one QP run in post order, and each finishes before PostSend
+// returns, so a later request's stores are never visible before an earlier
+// one's.
+//
+// Visibility of an 8-byte WRITE to an 8-aligned address: it is one atomic
+// 64-bit store (sync/atomic.StoreUint64), so a reader that loads the word
+// with an atomic 64-bit load (sync/atomic.LoadUint64, or an 8-byte aligned
+// READ, which is such a load) sees either the old or the new value, never a
+// mix, and once it sees the new value it also sees every byte of every
+// earlier request of the same QP (Go atomics are sequentially consistent).
+// That is the ring's stamp protocol: payload WRITE, then stamp WRITE.
+//
+// Errors returned (nothing was done, nothing will complete): rdma.ErrClosed
+// after Close; rdma.ErrQPState before RTS; rdma.ErrSendQueueFull when the
+// send queue or the send CQ has no room. Every other failure completes with
+// an error status and leaves the target's memory untouched.
+func (q *QP) PostSend(wr *rdma.WorkRequest) error {
+	if wr == nil {
+		return errNilWR
+	}
+	q.inflight.Add(1) // Close/ERR/regionDel wait for 0 before unmapping
+	err := q.post(wr)
+	q.inflight.Add(-1)
+	return err
+}
+
+func (q *QP) post(wr *rdma.WorkRequest) error {
+	s := rdma.QPState(q.state.Load())
+	switch s {
+	case rdma.QPReadyToSend, rdma.QPError:
+	case rdma.QPClosed:
+		return errQPClosed
+	default:
+		return errNotRTS
+	}
+	if q.sqPosted-q.sqRetired.Load() >= q.sendDepth { // pairs with retire's store
+		return rdma.ErrSendQueueFull
+	}
+	if s == rdma.QPError {
+		return q.fail(wr, rdma.StatusFlushed)
+	}
+	switch wr.Op {
+	case rdma.OpWrite:
+		return q.write(wr)
+	case rdma.OpWriteImm, rdma.OpSend:
+		return q.message(wr)
+	case rdma.OpRead:
+		return q.read(wr)
+	case rdma.OpCompareAndSwap, rdma.OpFetchAndAdd:
+		return q.atomic(wr)
+	}
+	return q.fail(wr, rdma.StatusLocalQPOp)
+}
+
+func (q *QP) signaled(wr *rdma.WorkRequest) bool {
+	return q.signalAll || wr.Flags&rdma.FlagSignaled != 0
+}
+
+// fail completes wr with an error status; nothing was done.
+func (q *QP) fail(wr *rdma.WorkRequest, st rdma.Status) error {
+	if err := q.sendCQ.reserve(); err != nil {
+		return err
+	}
+	q.record(wr, st, 0, true)
+	return nil
+}
+
+// record takes wr's send-queue entry and, if it completes, queues its
+// completion (whose CQ credit the caller holds).
+func (q *QP) record(wr *rdma.WorkRequest, st rdma.Status, n uint32, completes bool) {
+	idx := q.sqPosted
+	q.sqPosted++
+	if !completes {
+		return
+	}
+	q.compRing[q.compTail&q.compMask] = idx // read by retire after Push publishes
+	q.compTail++
+	q.sendCQ.q.Push(rdma.Completion{ID: wr.ID, Status: st, Op: wr.Op, QPN: q.num, Bytes: n})
+}
+
+// source is the payload of a WRITE, WRITE_WITH_IMM or SEND.
+func (q *QP) source(wr *rdma.WorkRequest) ([]byte, rdma.Status) {
+	if wr.Flags&rdma.FlagInline != 0 {
+		if len(wr.Inline) > q.maxInline {
+			return nil, rdma.StatusLocalQPOp
+		}
+		return wr.Inline, rdma.StatusSuccess
+	}
+	b, ok := q.dev.localAt(wr.Local, 0)
+	if !ok {
+		return nil, rdma.StatusLocalProtection
+	}
+	return b, rdma.StatusSuccess
+}
+
+// put copies src into dst (the peer's memory); 8 bytes at an 8-aligned
+// address go in one atomic store, the stamp store the doc of PostSend
+// describes; its paired load is in get and in the ring's reader.
+func put(dst, src []byte, aligned bool) {
+	if len(src) == 8 && aligned {
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[0])), binary.NativeEndian.Uint64(src))
+		return
+	}
+	copy(dst, src)
+}
+
+func (q *QP) write(wr *rdma.WorkRequest) error {
+	src, st := q.source(wr)
+	if st != rdma.StatusSuccess {
+		return q.fail(wr, st)
+	}
+	if len(src) > maxMsgSize {
+		return q.fail(wr, rdma.StatusRemoteInvalidRequest)
+	}
+	dst, st := q.remoteAt(wr.Remote, uint64(len(src)), rdma.AccessRemoteWrite)
+	if st != rdma.StatusSuccess {
+		return q.fail(wr, st)
+	}
+	sig := q.signaled(wr)
+	if sig {
+		if err := q.sendCQ.reserve(); err != nil {
+			return err
+		}
+	}
+	put(dst, src, wr.Remote.Addr&7 == 0)
+	q.record(wr, rdma.StatusSuccess, uint32(len(src)), sig)
+	return nil
+}
+
+// message carries out a SEND or a WRITE_WITH_IMM: it claims the peer's next
+// posted receive (none: StatusRNRRetryExceeded), does the write or copies
+// the payload into the receive queue's slot, and publishes the message for
+// the peer's RecvCQ.
+func (q *QP) message(wr *rdma.WorkRequest) error {
+	src, st := q.source(wr)
+	if st != rdma.StatusSuccess {
+		return q.fail(wr, st)
+	}
+	out := q.out.Load()
+	if out == nil { // only between a peer's death and our state store
+		return q.fail(wr, rdma.StatusFlushed)
+	}
+	var dst []byte
+	if wr.Op == rdma.OpWriteImm {
+		if len(src) > maxMsgSize {
+			return q.fail(wr, rdma.StatusRemoteInvalidRequest)
+		}
+		if dst, st = q.remoteAt(wr.Remote, uint64(len(src)), rdma.AccessRemoteWrite); st != rdma.StatusSuccess {
+			return q.fail(wr, st)
+		}
+	} else if len(src) > out.view.maxSend {
+		return q.fail(wr, rdma.StatusRemoteInvalidRequest)
+	}
+	// Claiming is a side effect on the peer, and it may still fail (RNR), so
+	// hold a completion credit whether or not wr is signalled.
+	if err := q.sendCQ.reserve(); err != nil {
+		return err
+	}
+	i, room, ok := out.view.claim()
+	if !ok {
+		q.record(wr, rdma.StatusRNRRetryExceeded, 0, true)
+		return nil
+	}
+	n := uint32(len(src))
+	if wr.Op == rdma.OpWriteImm {
+		put(dst, src, wr.Remote.Addr&7 == 0)
+		out.view.publish(i, kindWriteImm, n, wr.Imm)
+	} else {
+		if n > room {
+			out.view.publish(i, kindTooLong, n, wr.Imm)
+			q.record(wr, rdma.StatusRemoteInvalidRequest, 0, true)
+			return nil
+		}
+		copy(out.view.payload(i), src)
+		out.view.publish(i, kindSend, n, wr.Imm)
+	}
+	sig := q.signaled(wr)
+	if !sig {
+		q.sendCQ.unreserve()
+	}
+	q.record(wr, rdma.StatusSuccess, n, sig)
+	return nil
+}
+
+func (q *QP) read(wr *rdma.WorkRequest) error {
+	if wr.Flags&rdma.FlagInline != 0 {
+		return q.fail(wr, rdma.StatusLocalQPOp)
+	}
+	dst, ok := q.dev.localAt(wr.Local, rdma.AccessLocalWrite)
+	if !ok {
+		return q.fail(wr, rdma.StatusLocalProtection)
+	}
+	if len(dst) > maxMsgSize {
+		return q.fail(wr, rdma.StatusRemoteInvalidRequest)
+	}
+	src, st := q.remoteAt(wr.Remote, uint64(len(dst)), rdma.AccessRemoteRead)
+	if st != rdma.StatusSuccess {
+		return q.fail(wr, st)
+	}
+	sig := q.signaled(wr)
+	if sig {
+		if err := q.sendCQ.reserve(); err != nil {
+			return err
+		}
+	}
+	if len(dst) == 8 && wr.Remote.Addr&7 == 0 {
+		// One atomic load: pairs with put's atomic store of a stamp.
+		binary.NativeEndian.PutUint64(dst, atomic.LoadUint64((*uint64)(unsafe.Pointer(&src[0]))))
+	} else {
+		copy(dst, src)
+	}
+	q.record(wr, rdma.StatusSuccess, uint32(len(dst)), sig)
+	return nil
+}
+
+// atomic runs COMPARE_AND_SWAP or FETCH_AND_ADD as a CPU atomic on the
+// peer's mapped word and stores the original value, native endian, in the
+// local 8-byte buffer.
+func (q *QP) atomic(wr *rdma.WorkRequest) error {
+	if wr.Flags&rdma.FlagInline != 0 {
+		return q.fail(wr, rdma.StatusLocalQPOp)
+	}
+	if wr.Local.Len != 8 {
+		return q.fail(wr, rdma.StatusLocalLength)
+	}
+	dst, ok := q.dev.localAt(wr.Local, rdma.AccessLocalWrite)
+	if !ok {
+		return q.fail(wr, rdma.StatusLocalProtection)
+	}
+	if wr.Remote.Addr&7 != 0 {
+		return q.fail(wr, rdma.StatusRemoteInvalidRequest)
+	}
+	w, st := q.remoteAt(wr.Remote, 8, rdma.AccessRemoteAtomic)
+	if st != rdma.StatusSuccess {
+		return q.fail(wr, st)
+	}
+	sig := q.signaled(wr)
+	if sig {
+		if err := q.sendCQ.reserve(); err != nil {
+			return err
+		}
+	}
+	p := (*uint64)(unsafe.Pointer(&w[0]))
+	var orig uint64
+	if wr.Op == rdma.OpFetchAndAdd {
+		orig = atomic.AddUint64(p, wr.Add) - wr.Add
+	} else {
+		for {
+			orig = atomic.LoadUint64(p)
+			if orig != wr.Compare || atomic.CompareAndSwapUint64(p, orig, wr.Swap) {
+				break
+			}
+		}
+	}
+	binary.NativeEndian.PutUint64(dst, orig)
+	q.record(wr, rdma.StatusSuccess, 8, sig)
+	return nil
+}

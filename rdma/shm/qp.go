@@ -1,0 +1,474 @@
+package shm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tickbus/tickbus/internal/shmem"
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// QP is a reliable-connected queue pair of a Device. It implements
+// rdma.QueuePair.
+//
+// Concurrency: one goroutine posts sends to a QP at a time, and one posts
+// receives at a time (they may be different goroutines); the RecvCQ's poller
+// drains its receives. Close, Connect and State are safe from any goroutine
+// at any time, including while another goroutine posts or polls.
+//
+// Unmapping safely: PostSend counts itself in inflight around everything it
+// does. A control path that unmaps memory a post might touch (a peer's
+// region on regionDel, everything on ERR or Close) first unpublishes it
+// (state store or table swap), then waits for inflight to read 0, then
+// unmaps. Go atomics are sequentially consistent, so a post either saw the
+// unpublished state or is counted and waited for; a SIGSEGV is impossible.
+type QP struct {
+	dev       *Device
+	num       uint32
+	nonce     uint64
+	psn       uint32
+	sendCQ    *CQ
+	recvCQ    *CQ
+	sendDepth uint64
+	recvDepth uint64
+	maxInline int
+	signalAll bool
+
+	state    atomic.Uint32 // rdma.QPState
+	inflight atomic.Int64  // PostSends running
+
+	// Send-queue accounting, as verbs: a request occupies the send queue
+	// from PostSend until a completion of this QP posted at or after it is
+	// polled. sqPosted, compTail and compRing are written by the poster;
+	// compHead by the poller; sqRetired is the poller's store, loaded by the
+	// poster.
+	sqPosted  uint64
+	compTail  uint64
+	compRing  []uint64 // post index of each queued completion, in push order
+	compMask  uint64
+	compHead  uint64
+	sqRetired atomic.Uint64
+
+	// What the dialed connection mapped: the peer's regions and the peer's
+	// receive queue. The hot path loads them; the control path swaps them.
+	remote atomic.Pointer[remoteTable]
+	out    atomic.Pointer[outQueue]
+
+	// Our receive queue, shared with the peer that connects to us.
+	in       inQueue
+	recvMu   sync.Mutex
+	recvRing []rdma.RecvRequest
+	recvMask uint64
+	// recvPosted: stored by PostRecv, loaded by drain. recvDone: stored by
+	// drain (the poller), loaded by PostRecv for room.
+	recvPosted atomic.Uint64
+	recvDone   atomic.Uint64
+
+	ctlMu    sync.Mutex // dial, accepted, remote/out swaps
+	dial     *ctlConn   // our connection to the peer's device
+	accepted *ctlConn   // the peer's connection to our device
+	readerWG sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type inQueue struct {
+	m    *shmem.Mapping
+	view *queue
+}
+
+type outQueue struct {
+	view    *queue
+	mapping []byte
+}
+
+var _ rdma.QueuePair = (*QP)(nil)
+
+// CreateQP makes a queue pair in RESET. Its CQs must be CQs of this device.
+func (d *Device) CreateQP(cfg rdma.QPConfig) (rdma.QueuePair, error) {
+	if err := d.errIfClosed(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(d.Caps()); err != nil {
+		return nil, err
+	}
+	scq, ok1 := cfg.SendCQ.(*CQ)
+	rcq, ok2 := cfg.RecvCQ.(*CQ)
+	if !ok1 || !ok2 || scq.dev != d || rcq.dev != d {
+		return nil, fmt.Errorf("%w: shm QP needs CQs made by the same shm device", rdma.ErrInvalidConfig)
+	}
+	if scq.closed.Load() || rcq.closed.Load() {
+		return nil, fmt.Errorf("%w: shm QP on a closed CQ", rdma.ErrClosed)
+	}
+	q := &QP{
+		dev:       d,
+		nonce:     random64(),
+		psn:       uint32(random64() & 0xffffff),
+		sendCQ:    scq,
+		recvCQ:    rcq,
+		sendDepth: uint64(cfg.SendDepth),
+		recvDepth: uint64(cfg.RecvDepth),
+		maxInline: cfg.MaxInline,
+		signalAll: cfg.SignalAll,
+	}
+	if q.maxInline == 0 {
+		q.maxInline = maxInline
+	}
+	ring := pow2(cfg.SendDepth)
+	q.compRing = make([]uint64, ring)
+	q.compMask = uint64(ring - 1)
+	qcap := pow2(max(cfg.RecvDepth, 1))
+	q.recvRing = make([]rdma.RecvRequest, qcap)
+	q.recvMask = uint64(qcap - 1)
+	m, err := shmem.Alloc("shm-recvq", queueBytes(qcap, d.maxSend))
+	if err != nil {
+		return nil, fmt.Errorf("shm: receive queue: %w", err)
+	}
+	q.in = inQueue{m: m, view: newQueueView(m.Bytes(), qcap, d.maxSend)}
+	q.in.view.initHeader()
+	q.remote.Store(emptyRemote)
+	q.state.Store(uint32(rdma.QPReset))
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed.Load() {
+		_ = m.Close()
+		return nil, fmt.Errorf("%w: shm device", rdma.ErrClosed)
+	}
+	old := *d.qps.Load()
+	if len(old) > 1<<31 {
+		_ = m.Close()
+		return nil, errors.New("shm: out of queue pair numbers")
+	}
+	qps := make([]*QP, len(old), len(old)+1)
+	copy(qps, old)
+	q.num = uint32(len(qps))
+	qps = append(qps, q)
+	d.qps.Store(&qps)
+	rcq.addRecvQP(q)
+	return q, nil
+}
+
+func pow2(n int) int { return 1 << bits.Len(uint(n-1)) }
+
+// Num is the queue pair number.
+func (q *QP) Num() uint32 { return q.num }
+
+// State is the current state.
+func (q *QP) State() rdma.QPState { return rdma.QPState(q.state.Load()) }
+
+// LocalEndpoint is what the peer passes to its Connect.
+func (q *QP) LocalEndpoint() rdma.Endpoint {
+	return rdma.Endpoint{
+		Provider: rdma.ProviderShm,
+		HostID:   q.dev.hostID,
+		QPN:      q.num,
+		PSN:      q.psn,
+		Nonce:    q.nonce,
+		Addr:     q.dev.addr,
+	}
+}
+
+// Connect walks RESET → INIT → RTR → RTS: it connects to the peer's
+// device, checks its credentials, maps the peer's receive queue and every
+// region the peer grants a remote right, and from then on follows the
+// peer's registrations. An endpoint of another provider or host is refused
+// with the QP left in RESET; a failure after that moves the QP to ERR.
+func (q *QP) Connect(ctx context.Context, remote rdma.Endpoint) error {
+	switch {
+	case remote.Provider != rdma.ProviderShm:
+		return fmt.Errorf("%w: shm QP given a %q endpoint", rdma.ErrProviderMismatch, remote.Provider)
+	case remote.HostID != q.dev.hostID:
+		return fmt.Errorf("%w: %q, we are %q", ErrOtherHost, remote.HostID, q.dev.hostID)
+	case remote.Addr == "" || remote.QPN == 0:
+		return fmt.Errorf("%w: shm endpoint without socket or QPN", rdma.ErrMalformed)
+	}
+	if !q.state.CompareAndSwap(uint32(rdma.QPReset), uint32(rdma.QPInit)) {
+		if q.State() == rdma.QPClosed {
+			return errQPClosed
+		}
+		return fmt.Errorf("%w: Connect in %s", rdma.ErrQPState, q.State())
+	}
+	if err := q.connect(ctx, remote); err != nil {
+		q.toError()
+		q.dev.log.Warn().Err(err).Uint32("qpn", q.num).Stringer("peer", remote).Msg("shm: connect failed")
+		return err
+	}
+	q.dev.log.Debug().Uint32("qpn", q.num).Stringer("peer", remote).Msg("shm: QP connected")
+	return nil
+}
+
+func (q *QP) connect(ctx context.Context, remote rdma.Endpoint) error {
+	d := q.dev
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.timeout)
+		defer cancel()
+	}
+	var dialer net.Dialer
+	nc, err := dialer.DialContext(ctx, "unixpacket", remote.Addr)
+	if err != nil {
+		return fmt.Errorf("%w: dial %s: %w", rdma.ErrPeerNotFound, remote.Addr, err)
+	}
+	c := newCtlConn(nc.(*net.UnixConn))
+	q.ctlMu.Lock()
+	if q.State() == rdma.QPClosed {
+		q.ctlMu.Unlock()
+		c.close()
+		return errQPClosed
+	}
+	q.dial = c
+	q.ctlMu.Unlock()
+	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if err := d.checkPeer(c); err != nil {
+		c.close()
+		return err
+	}
+	deadline, _ := ctx.Deadline()
+	hello := frame{typ: frameHello, dstQPN: remote.QPN, dstNonce: remote.Nonce, srcQPN: q.num, srcNonce: q.nonce}
+	if err := c.send(hello, -1, d.timeout); err != nil {
+		c.close()
+		return fmt.Errorf("shm: send hello: %w", err)
+	}
+	out, table, err := q.handshake(c, deadline)
+	if err != nil {
+		c.close()
+		return errors.Join(err, ctx.Err())
+	}
+	q.ctlMu.Lock()
+	if !q.state.CompareAndSwap(uint32(rdma.QPInit), uint32(rdma.QPReadyToReceive)) {
+		q.ctlMu.Unlock()
+		c.close()
+		out.unmap()
+		table.unmapAll()
+		return errQPClosed
+	}
+	q.out.Store(out)
+	q.remote.Store(table)
+	if !q.state.CompareAndSwap(uint32(rdma.QPReadyToReceive), uint32(rdma.QPReadyToSend)) {
+		// Closed meanwhile: Close unmaps out and table once we let go.
+		q.ctlMu.Unlock()
+		c.close()
+		return errQPClosed
+	}
+	q.readerWG.Add(1)
+	q.ctlMu.Unlock()
+	_ = c.c.SetDeadline(time.Time{})
+	go q.follow(c)
+	return nil
+}
+
+// handshake reads welcome (or refuse), the region snapshot and ready.
+func (q *QP) handshake(c *ctlConn, deadline time.Time) (*outQueue, *remoteTable, error) {
+	f, fd, err := c.recv(deadline)
+	if err != nil {
+		return nil, nil, fmt.Errorf("shm: waiting for welcome: %w", err)
+	}
+	switch f.typ {
+	case frameWelcome:
+	case frameRefuse:
+		return nil, nil, fmt.Errorf("%w: shm peer refused (reason %d: %s)", rdma.ErrPeerRefused, f.reason, refuseText(f.reason))
+	default:
+		closeFD(fd)
+		return nil, nil, fmt.Errorf("%w: %s frame before welcome", ErrProtocol, f.typ)
+	}
+	out, err := mapQueue(f, fd)
+	if err != nil {
+		return nil, nil, err
+	}
+	regions := make(map[uint32]*remoteRegion)
+	fail := func(err error) (*outQueue, *remoteTable, error) {
+		out.unmap()
+		(&remoteTable{m: regions}).unmapAll()
+		return nil, nil, err
+	}
+	for {
+		f, fd, err := c.recv(deadline)
+		if err != nil {
+			return fail(fmt.Errorf("shm: waiting for regions: %w", err))
+		}
+		switch f.typ {
+		case frameReady:
+			return out, &remoteTable{m: regions}, nil
+		case frameRegionAdd:
+			if _, dup := regions[f.rkey]; dup || len(regions) >= maxRemoteRegions {
+				closeFD(fd)
+				return fail(fmt.Errorf("%w: duplicate rkey or too many regions", ErrProtocol))
+			}
+			r, err := mapRegion(f, fd)
+			if err != nil {
+				return fail(err)
+			}
+			regions[f.rkey] = r
+		default:
+			closeFD(fd)
+			return fail(fmt.Errorf("%w: %s frame in the region snapshot", ErrProtocol, f.typ))
+		}
+	}
+}
+
+func refuseText(r uint8) string {
+	switch r {
+	case refuseUnknownQP:
+		return "no such queue pair"
+	case refuseState:
+		return "queue pair closed, in error or already connected"
+	}
+	return "unknown"
+}
+
+// follow applies the peer's later registrations until the connection ends.
+func (q *QP) follow(c *ctlConn) {
+	defer q.readerWG.Done()
+	for {
+		f, fd, err := c.recv(time.Time{})
+		if err != nil {
+			q.peerGone(c, err.Error())
+			return
+		}
+		switch f.typ {
+		case frameRegionAdd:
+			r, err := mapRegion(f, fd)
+			if err == nil {
+				err = q.addRemote(f.rkey, r)
+			}
+			if err != nil {
+				c.close()
+				q.peerGone(c, err.Error())
+				return
+			}
+		case frameRegionDel:
+			q.delRemote(f.rkey)
+		default:
+			closeFD(fd)
+			c.close()
+			q.peerGone(c, fmt.Sprintf("unexpected %s frame", f.typ))
+			return
+		}
+		if err := c.send(frame{typ: frameAck, acked: f.typ, rkey: f.rkey}, -1, q.dev.timeout); err != nil {
+			c.close()
+			q.peerGone(c, "ack failed: "+err.Error())
+			return
+		}
+	}
+}
+
+// bindAccepted attaches the peer's connection to this QP if the QP takes
+// one (under dev.mu).
+func (q *QP) bindAccepted(c *ctlConn) bool {
+	q.ctlMu.Lock()
+	defer q.ctlMu.Unlock()
+	switch q.State() {
+	case rdma.QPError, rdma.QPClosed:
+		return false
+	}
+	if q.accepted != nil {
+		return false
+	}
+	q.accepted = c
+	return true
+}
+
+// peerGone handles the end of one of this QP's connections: the peer closed
+// its QP, died, or broke the protocol. The QP moves to ERR.
+func (q *QP) peerGone(c *ctlConn, why string) {
+	q.ctlMu.Lock()
+	mine := c == q.dial || c == q.accepted
+	q.ctlMu.Unlock()
+	if !mine || q.State() == rdma.QPClosed {
+		return
+	}
+	if q.toError() {
+		q.dev.log.Info().Uint32("qpn", q.num).Str("why", why).Msg("shm: QP moved to ERR")
+	}
+}
+
+// toError moves the QP to ERR (unless closed), closes its connections and
+// unmaps the peer's memory once no post is running. It reports whether it
+// made the move.
+func (q *QP) toError() bool {
+	for {
+		s := q.state.Load()
+		if s == uint32(rdma.QPClosed) || s == uint32(rdma.QPError) {
+			return false
+		}
+		if q.state.CompareAndSwap(s, uint32(rdma.QPError)) {
+			break
+		}
+	}
+	q.ctlMu.Lock()
+	if q.dial != nil {
+		q.dial.close()
+	}
+	if q.accepted != nil {
+		q.accepted.close()
+	}
+	q.ctlMu.Unlock()
+	q.releaseRemote()
+	return true
+}
+
+// releaseRemote unpublishes and unmaps the peer's regions and queue. The
+// caller has already moved the state away from RTS.
+func (q *QP) releaseRemote() {
+	q.ctlMu.Lock()
+	defer q.ctlMu.Unlock()
+	t := q.remote.Swap(emptyRemote)
+	o := q.out.Swap(nil)
+	q.waitIdle()
+	t.unmapAll()
+	o.unmap()
+}
+
+func (q *QP) waitIdle() { spinUntilZero(&q.inflight) }
+
+// retire frees the send-queue entries up to the completion just polled.
+// Poller only.
+func (q *QP) retire() {
+	idx := q.compRing[q.compHead&q.compMask]
+	q.compHead++
+	q.sqRetired.Store(idx + 1) // loaded by the poster's room check
+}
+
+// Close moves the QP to CLOSED: later posts fail with rdma.ErrClosed, the
+// peer's QP sees its connections end and moves to ERR, posted receives
+// complete with StatusFlushed, and all shared memory is unmapped once no
+// post or poll can touch it. Idempotent; safe while others post or poll.
+func (q *QP) Close() error {
+	q.closeOnce.Do(func() {
+		d := q.dev
+		q.state.Store(uint32(rdma.QPClosed))
+		q.ctlMu.Lock()
+		if q.dial != nil {
+			q.dial.close()
+		}
+		if q.accepted != nil {
+			q.accepted.close()
+		}
+		q.ctlMu.Unlock()
+		q.readerWG.Wait()
+		q.releaseRemote()
+
+		d.mu.Lock()
+		old := *d.qps.Load()
+		qps := make([]*QP, len(old))
+		copy(qps, old)
+		qps[q.num] = nil
+		d.qps.Store(&qps)
+		q.recvCQ.removeRecvQP(q)
+		d.mu.Unlock()
+
+		q.recvCQ.waitIdle()
+		q.flushRecvs()
+		q.closeErr = q.in.m.Close()
+	})
+	return q.closeErr
+}

@@ -1,0 +1,161 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tickbus/tickbus/internal/shmem"
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// Region is registered memory of a Device. It implements rdma.MemoryRegion.
+// Its lkey and rkey are the same random nonzero key.
+type Region struct {
+	dev     *Device
+	key     uint32
+	access  rdma.Access
+	mem     []byte
+	addr    uint64
+	owned   *shmem.Mapping // nil when registered over memory it does not own
+	fd      int            // our own dup of the memfd, sent to peers
+	fileOff uint64         // offset of mem[0] in the memfd
+
+	once sync.Once
+	err  error
+}
+
+var _ rdma.MemoryRegion = (*Region)(nil)
+
+const validAccess = rdma.AccessLocalWrite | rdma.AccessRemote
+
+// RegisterMemory allocates size bytes of memfd-backed, pre-touched memory
+// and registers it.
+func (d *Device) RegisterMemory(size int, access rdma.Access) (rdma.MemoryRegion, error) {
+	if err := d.errIfClosed(); err != nil {
+		return nil, err
+	}
+	if size <= 0 || size > maxRegion {
+		return nil, fmt.Errorf("%w: shm region size %d, want 1..%d", rdma.ErrInvalidConfig, size, maxRegion)
+	}
+	if access&^validAccess != 0 {
+		return nil, fmt.Errorf("%w: shm access %#x", rdma.ErrInvalidConfig, uint32(access))
+	}
+	m, err := shmem.Alloc("shm-region", size)
+	if err != nil {
+		return nil, fmt.Errorf("shm: register %d bytes: %w", size, err)
+	}
+	r, err := d.register(m.Bytes()[:size], m, m.Fd(), 0, access)
+	if err != nil {
+		return nil, errors.Join(err, m.Close())
+	}
+	return r, nil
+}
+
+// Register registers memory that a tickbus device of this process allocated
+// (any page-aligned or unaligned part of it), so the same memory can be
+// reached through several providers. Close the Region before the memory's
+// owner; the Region does not keep the memory mapped.
+func (d *Device) Register(mem []byte, access rdma.Access) (rdma.MemoryRegion, error) {
+	if err := d.errIfClosed(); err != nil {
+		return nil, err
+	}
+	if access&^validAccess != 0 {
+		return nil, fmt.Errorf("%w: shm access %#x", rdma.ErrInvalidConfig, uint32(access))
+	}
+	m, off, err := shmem.Lookup(mem)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotShared, err)
+	}
+	return d.register(mem[:len(mem):len(mem)], nil, m.Fd(), uint64(off), access)
+}
+
+func (d *Device) register(mem []byte, owned *shmem.Mapping, fd int, fileOff uint64, access rdma.Access) (*Region, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("shm: dup memfd: %w", err)
+	}
+	r := &Region{
+		dev:     d,
+		access:  access,
+		mem:     mem,
+		addr:    uint64(uintptr(unsafe.Pointer(&mem[0]))),
+		owned:   owned,
+		fd:      dup,
+		fileOff: fileOff,
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed.Load() {
+		unix.Close(dup)
+		return nil, fmt.Errorf("%w: shm device", rdma.ErrClosed)
+	}
+	if r.key, err = d.randomKey(); err != nil {
+		unix.Close(dup)
+		return nil, err
+	}
+	d.setKey(r.key, r)
+	d.regions[r] = struct{}{}
+	if access&rdma.AccessRemote != 0 {
+		// Every connected peer maps it before we return, so an rkey handed
+		// out after this call works at once, as on verbs.
+		d.pushLocked(r.addFrame(), r.fd)
+	}
+	d.log.Debug().Uint32("key", r.key).Int("len", len(mem)).Stringer("access", access).Msg("shm region registered")
+	return r, nil
+}
+
+func (r *Region) addFrame() frame {
+	return frame{typ: frameRegionAdd, rkey: r.key, access: r.access, addr: r.addr, length: uint64(len(r.mem)), fileOff: r.fileOff}
+}
+
+// Bytes is the registered memory.
+func (r *Region) Bytes() []byte { return r.mem }
+
+// Addr is the virtual address of Bytes()[0].
+func (r *Region) Addr() uint64 { return r.addr }
+
+// LKey is the region's key.
+func (r *Region) LKey() uint32 { return r.key }
+
+// RKey is the region's key (the same as LKey).
+func (r *Region) RKey() uint32 { return r.key }
+
+// Access is what the region grants.
+func (r *Region) Access() rdma.Access { return r.access }
+
+// Remote is what a peer needs to reach the region.
+func (r *Region) Remote() rdma.RemoteRegion {
+	return rdma.RemoteRegion{Addr: r.addr, RKey: r.key, Len: uint64(len(r.mem))}
+}
+
+// Close deregisters the region: later ops naming its key fail, local and
+// remote; every connected peer has unmapped it (or lost its connection)
+// before Close returns; then, if the region owns its memory, it is unmapped.
+// Close waits for running PostSend and Poll calls of the device to leave
+// before it unmaps, so none of them can touch unmapped memory. Idempotent.
+func (r *Region) Close() error {
+	r.once.Do(func() {
+		d := r.dev
+		d.mu.Lock()
+		d.setKey(r.key, nil)
+		delete(d.regions, r)
+		if r.access&rdma.AccessRemote != 0 {
+			d.pushLocked(frame{typ: frameRegionDel, rkey: r.key}, -1)
+		}
+		d.mu.Unlock()
+		d.quiesce()
+		var errs []error
+		if err := unix.Close(r.fd); err != nil {
+			errs = append(errs, fmt.Errorf("shm: close memfd: %w", err))
+		}
+		if r.owned != nil {
+			errs = append(errs, r.owned.Close())
+		}
+		r.err = errors.Join(errs...)
+	})
+	return r.err
+}

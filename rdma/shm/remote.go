@@ -1,0 +1,169 @@
+package shm
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// maxRemoteRegions bounds how many regions one peer may have us map.
+const maxRemoteRegions = 1 << 16
+
+// remoteRegion is a peer's region mapped into this process.
+type remoteRegion struct {
+	addr    uint64 // the owner's virtual address of byte 0
+	length  uint64
+	access  rdma.Access
+	mem     []byte // byte 0 of the region, length bytes
+	mapping []byte // the whole mapping, for munmap
+}
+
+// remoteTable maps rkeys to mapped regions. Immutable once published; the
+// control path replaces it (copy on write).
+type remoteTable struct{ m map[uint32]*remoteRegion }
+
+var emptyRemote = &remoteTable{m: map[uint32]*remoteRegion{}}
+
+func closeFD(fd int) {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+// fdSize is the size of the file behind fd.
+func fdSize(fd int) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0, fmt.Errorf("%w: fd is not a regular file (mode %#o)", ErrProtocol, st.Mode)
+	}
+	return uint64(st.Size), nil
+}
+
+// mapRegion maps the region a regionAdd frame describes and closes fd. The
+// mapping is read-only unless the region grants remote write or atomics.
+func mapRegion(f frame, fd int) (*remoteRegion, error) {
+	defer closeFD(fd)
+	size, err := fdSize(fd)
+	if err != nil {
+		return nil, fmt.Errorf("shm: peer region %#x: %w", f.rkey, err)
+	}
+	if f.fileOff+f.length > size {
+		return nil, fmt.Errorf("%w: peer region %#x of %d bytes at %d past its memfd of %d bytes", ErrProtocol, f.rkey, f.length, f.fileOff, size)
+	}
+	start := f.fileOff &^ (pageSize - 1)
+	delta := f.fileOff - start
+	mlen := (delta + f.length + pageSize - 1) &^ (pageSize - 1)
+	prot := unix.PROT_READ
+	if f.access&(rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) != 0 {
+		prot |= unix.PROT_WRITE
+	}
+	m, err := unix.Mmap(fd, int64(start), int(mlen), prot, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("shm: map peer region %#x: %w", f.rkey, err)
+	}
+	return &remoteRegion{
+		addr:    f.addr,
+		length:  f.length,
+		access:  f.access,
+		mem:     m[delta : delta+f.length : delta+f.length],
+		mapping: m,
+	}, nil
+}
+
+// mapQueue maps the peer's receive queue a welcome frame describes and
+// closes fd.
+func mapQueue(f frame, fd int) (*outQueue, error) {
+	defer closeFD(fd)
+	size, err := fdSize(fd)
+	if err != nil {
+		return nil, fmt.Errorf("shm: peer receive queue: %w", err)
+	}
+	if size != f.qSize {
+		return nil, fmt.Errorf("%w: peer receive queue memfd of %d bytes, announced %d", ErrProtocol, size, f.qSize)
+	}
+	m, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("shm: map peer receive queue: %w", err)
+	}
+	o := &outQueue{view: newQueueView(m, int(f.qCap), int(f.qMaxSend)), mapping: m}
+	if !o.view.headerMatches() {
+		o.unmap()
+		return nil, fmt.Errorf("%w: peer receive queue header does not match its welcome", ErrProtocol)
+	}
+	return o, nil
+}
+
+func (o *outQueue) unmap() {
+	if o != nil {
+		_ = unix.Munmap(o.mapping)
+	}
+}
+
+func (t *remoteTable) unmapAll() {
+	for _, r := range t.m {
+		_ = unix.Munmap(r.mapping)
+	}
+}
+
+// addRemote publishes a region the peer registered after we connected.
+func (q *QP) addRemote(rkey uint32, r *remoteRegion) error {
+	q.ctlMu.Lock()
+	defer q.ctlMu.Unlock()
+	old := q.remote.Load()
+	if q.State() != rdma.QPReadyToSend {
+		_ = unix.Munmap(r.mapping)
+		return nil
+	}
+	if _, dup := old.m[rkey]; dup || len(old.m) >= maxRemoteRegions {
+		_ = unix.Munmap(r.mapping)
+		return fmt.Errorf("%w: duplicate rkey %#x or too many regions", ErrProtocol, rkey)
+	}
+	m := make(map[uint32]*remoteRegion, len(old.m)+1)
+	for k, v := range old.m {
+		m[k] = v
+	}
+	m[rkey] = r
+	q.remote.Store(&remoteTable{m: m})
+	return nil
+}
+
+// delRemote unpublishes a region the peer deregistered, waits until no post
+// can be using it and unmaps it. Unknown rkeys are ignored.
+func (q *QP) delRemote(rkey uint32) {
+	q.ctlMu.Lock()
+	defer q.ctlMu.Unlock()
+	old := q.remote.Load()
+	r, ok := old.m[rkey]
+	if !ok {
+		return
+	}
+	m := make(map[uint32]*remoteRegion, len(old.m))
+	for k, v := range old.m {
+		if k != rkey {
+			m[k] = v
+		}
+	}
+	q.remote.Store(&remoteTable{m: m})
+	q.waitIdle()
+	_ = unix.Munmap(r.mapping)
+}
+
+// remoteAt returns the n bytes of the peer's memory at ra, or the status a
+// target would complete with: StatusRemoteAccess for an unknown rkey, a
+// range outside the region or a missing right. Hot path.
+func (q *QP) remoteAt(ra rdma.RemoteAddr, n uint64, need rdma.Access) ([]byte, rdma.Status) {
+	r := q.remote.Load().m[ra.RKey]
+	if r == nil || !r.access.Has(need) {
+		return nil, rdma.StatusRemoteAccess
+	}
+	if ra.Addr < r.addr || n > r.length || ra.Addr-r.addr > r.length-n {
+		return nil, rdma.StatusRemoteAccess
+	}
+	off := ra.Addr - r.addr
+	return r.mem[off : off+n : off+n], rdma.StatusSuccess
+}
