@@ -111,7 +111,7 @@ func Default() Config {
 	f := publisher.DefaultFeedConfig()
 	return Config{
 		Log:   Log{Level: "info", Format: "console"},
-		Topic: "md.demo",
+		Topic: "demo",
 		Idle:  "backoff",
 		Ring:  Ring{Slots: 1 << 14, SlotSize: 128, Mode: "lossy", GapTimeout: 100 * time.Millisecond},
 		Pub: Pub{Rate: 10_000, Batch: 1, Instruments: f.Instruments, FirstInstrument: f.FirstInstrument,
@@ -193,17 +193,12 @@ func (c *Config) Validate(cmd string) error {
 
 func checkTopic(t string) error {
 	if t == "" || len(t) > 128 {
-		return bad("topic", t, "1..128 characters of [A-Za-z0-9_:-] in dot-separated tokens, such as md.equities")
+		return bad("topic", t, "1..128 characters of [A-Za-z0-9_:-], such as equities")
 	}
-	for _, tok := range strings.Split(t, ".") {
-		if tok == "" {
-			return bad("topic", t, "no empty token between dots")
-		}
-		for i := 0; i < len(tok); i++ {
-			c := tok[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == ':') {
-				return bad("topic", t, "characters [A-Za-z0-9_:-] in dot-separated tokens")
-			}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == ':') {
+			return bad("topic", t, "characters [A-Za-z0-9_:-] only (one NATS subject token), such as equities")
 		}
 	}
 	return nil

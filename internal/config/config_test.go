@@ -120,7 +120,8 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"tiny slot":   {"sub", func(c *Config) { c.Ring.SlotSize = 64 }, "ring.slot_size = 64: want room for a 56-byte tick"},
 		"mode":        {"sub", func(c *Config) { c.Ring.Mode = "fast" }, `ring.mode = "fast": want lossy or reliable`},
 		"idle":        {"pub", func(c *Config) { c.Idle = "nap" }, `idle = "nap": want spin, yield or backoff`},
-		"topic":       {"pub", func(c *Config) { c.Topic = "a..b" }, `topic = "a..b"`},
+		"topic":       {"pub", func(c *Config) { c.Topic = "a.b" }, `topic = "a.b": want characters`},
+		"empty topic": {"pub", func(c *Config) { c.Topic = "" }, `topic = "": want 1..128`},
 		"topic chars": {"pub", func(c *Config) { c.Topic = "a b" }, `topic = "a b"`},
 		"rate":        {"pub", func(c *Config) { c.Pub.Rate = -1 }, "pub.rate = -1: want 0"},
 		"batch":       {"pub", func(c *Config) { c.Pub.Batch = 0 }, "pub.batch = 0"},
@@ -152,11 +153,11 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 }
 
 func TestLoad_FlagsOverrideFileOverridesDefaults(t *testing.T) {
-	p := writeFile(t, "topic: from.file\npub:\n  rate: 123\n  instruments: 4\nlog:\n  level: warn\n")
+	p := writeFile(t, "topic: fromfile\npub:\n  rate: 123\n  instruments: 4\nlog:\n  level: warn\n")
 	var out bytes.Buffer
 	c, err := Load("pub", "x", []string{"--rate", "7", "--config", p, "--nats", "nats://h:1,nats://h:2"}, &out)
 	require.NoError(t, err)
-	assert.Equal(t, "from.file", c.Topic, "file over default")
+	assert.Equal(t, "fromfile", c.Topic, "file over default")
 	assert.Equal(t, 7.0, c.Pub.Rate, "flag over file, even when given before --config")
 	assert.Equal(t, 4, c.Pub.Instruments)
 	assert.Equal(t, "warn", c.Log.Level)

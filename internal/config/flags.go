@@ -19,7 +19,7 @@ func RegisterCommon(fs *flag.FlagSet, file *string, log *Log) {
 // RegisterFlags adds the flags of command cmd ("demo", "pub" or "sub"),
 // each bound to its field of c, with c's values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
-	fs.StringVar(&c.Topic, "topic", c.Topic, "`topic` to publish or subscribe to (dot-separated tokens)")
+	fs.StringVar(&c.Topic, "topic", c.Topic, "`topic` to publish or subscribe to ([A-Za-z0-9_:-])")
 	fs.StringVar(&c.Idle, "idle", c.Idle, "poll loops' idle `strategy`: spin (a core per poller, lowest latency), yield or backoff")
 	fs.StringVar(&c.Bus.Provider, "provider", c.Bus.Provider, `data-plane `+"`provider`"+`: "" picks per peer (shm on one host, else tcp), or shm, tcp, verbs`)
 	fs.IntVar(&c.Ring.Slots, "slots", c.Ring.Slots, "ring `slots` per subscriber (a power of two)")
