@@ -28,8 +28,9 @@ type Device struct {
 	mu      sync.Mutex // control path: tables below, keys updates
 	closed  bool
 	regions map[*region]struct{}
-	cqs     []*swcq.CQ
+	cqs     []*CQ
 	qps     map[uint32]*QP
+	qpTable atomic.Pointer[map[uint32]*QP] // copy of qps for pollers, replaced whole
 	nextQPN uint32
 	conns   map[net.Conn]struct{} // accepted connections still handshaking
 
@@ -66,6 +67,7 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.Advertise != "" {
 		d.addr = cfg.Advertise
 	}
+	d.qpTable.Store(&map[uint32]*QP{})
 	d.keys.Store(&keyTable{byL: map[uint32]*region{}, byR: map[uint32]*region{}})
 	d.wg.Add(2)
 	go d.acceptLoop()
@@ -182,10 +184,12 @@ func (d *Device) CreateCQ(depth int) (rdma.CompletionQueue, error) {
 	if depth < 1 || depth > maxCQDepth {
 		return nil, fmt.Errorf("%w: CQ depth %d, want 1..%d", rdma.ErrInvalidConfig, depth, maxCQDepth)
 	}
-	q, err := swcq.New(depth)
+	sq, err := swcq.New(depth)
 	if err != nil {
 		return nil, err
 	}
+	q := &CQ{dev: d, q: sq}
+	q.credits.Store(int64(sq.Cap()))
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -199,13 +203,13 @@ func (d *Device) CreateQP(cfg rdma.QPConfig) (rdma.QueuePair, error) {
 	if err := cfg.Validate(d.Caps()); err != nil {
 		return nil, err
 	}
-	scq, ok1 := cfg.SendCQ.(*swcq.CQ)
-	rcq, ok2 := cfg.RecvCQ.(*swcq.CQ)
-	if !ok1 || !ok2 {
-		return nil, fmt.Errorf("%w: CQs must come from a software provider's CreateCQ", rdma.ErrInvalidConfig)
+	scq, ok1 := cfg.SendCQ.(*CQ)
+	rcq, ok2 := cfg.RecvCQ.(*CQ)
+	if !ok1 || !ok2 || scq.dev != d || rcq.dev != d {
+		return nil, fmt.Errorf("%w: a tcp QP needs CQs made by the same tcp device", rdma.ErrInvalidConfig)
 	}
-	if scq.Closed() || rcq.Closed() {
-		return nil, fmt.Errorf("%w: CQ is closed", rdma.ErrInvalidConfig)
+	if scq.q.Closed() || rcq.q.Closed() {
+		return nil, fmt.Errorf("%w: CQ is closed", rdma.ErrClosed)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -223,6 +227,7 @@ func (d *Device) CreateQP(cfg rdma.QPConfig) (rdma.QueuePair, error) {
 	}
 	q := newQP(d, d.nextQPN, cfg, scq, rcq)
 	d.qps[q.num] = q
+	d.publishQPs()
 	return q, nil
 }
 
@@ -230,8 +235,18 @@ func (d *Device) dropQP(q *QP) {
 	d.mu.Lock()
 	if d.qps[q.num] == q {
 		delete(d.qps, q.num)
+		d.publishQPs()
 	}
 	d.mu.Unlock()
+}
+
+// publishQPs copies qps for pollers. Called with mu held.
+func (d *Device) publishQPs() {
+	t := make(map[uint32]*QP, len(d.qps))
+	for k, v := range d.qps {
+		t[k] = v
+	}
+	d.qpTable.Store(&t)
 }
 
 // Close closes the listener and every QP, CQ and region the device made.

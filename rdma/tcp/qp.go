@@ -14,7 +14,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/rdma"
-	"github.com/tickbus/tickbus/rdma/internal/swcq"
 )
 
 // QP is a reliable-connected queue pair over two TCP connections: the one it
@@ -30,7 +29,7 @@ type QP struct {
 	num       uint32
 	nonce     uint64
 	cfg       rdma.QPConfig
-	scq, rcq  *swcq.CQ
+	scq, rcq  *CQ
 	maxInline int
 	log       zerolog.Logger
 
@@ -39,17 +38,26 @@ type QP struct {
 	// Send queue. The posting goroutine fills sq[pos&sqMask] and then
 	// publishes posted = pos+1 (paired with the Loads in reap and drain);
 	// the consumer holding cmu completes entries in order and publishes
-	// consumed (paired with PostSend's Load for the full check).
+	// consumed (the watchdog Loads it). An entry is free again once a
+	// completion at or after it is polled: the poller stores retired,
+	// PostSend Loads it for the full check.
 	_        [64]byte
 	posted   atomic.Uint64
 	_        [56]byte
 	consumed atomic.Uint64
+	_        [56]byte
+	retired  atomic.Uint64
 	_        [56]byte
 	sq       []sqEntry
 	sqMask   uint64
 	sqDepth  uint64
 	postBusy atomic.Bool
 	cmu      sync.Mutex // one consumer of sq at a time: the reaper or a drainer
+	// compRing holds the post index of every send completion queued and not
+	// yet polled, in push order: written under cmu, read by the poller.
+	compRing []uint64
+	compTail uint64 // under cmu
+	compHead uint64 // poller only
 
 	// Receive queue, the same way round: PostRecv publishes rqPosted, the
 	// responder or a drainer holding rmu consumes.
@@ -87,6 +95,8 @@ type QP struct {
 
 type sqEntry struct {
 	id       uint64
+	status   rdma.Status // preset: a local error, or StatusFlushed for a post in ERR
+	preset   bool
 	laddr    uint64 // READ and atomics: where the result goes
 	lkey     uint32
 	len      uint32
@@ -103,7 +113,7 @@ var (
 	errLocal        = errors.New("tcp: local error on a work request")
 )
 
-func newQP(d *Device, num uint32, cfg rdma.QPConfig, scq, rcq *swcq.CQ) *QP {
+func newQP(d *Device, num uint32, cfg rdma.QPConfig, scq, rcq *CQ) *QP {
 	q := &QP{
 		dev:       d,
 		num:       num,
@@ -120,6 +130,7 @@ func newQP(d *Device, num uint32, cfg rdma.QPConfig, scq, rcq *swcq.CQ) *QP {
 	q.log = d.log.With().Uint32("qpn", num).Logger()
 	n := pow2(cfg.SendDepth)
 	q.sq, q.sqMask, q.sqDepth = make([]sqEntry, n), uint64(n-1), uint64(cfg.SendDepth)
+	q.compRing = make([]uint64, n)
 	n = pow2(cfg.RecvDepth)
 	q.rq, q.rqMask, q.rqDepth = make([]rdma.RecvRequest, n), uint64(n-1), uint64(cfg.RecvDepth)
 	q.failStatus.Store(uint32(rdma.StatusFlushed))
@@ -163,12 +174,16 @@ func (q *QP) Connect(ctx context.Context, remote rdma.Endpoint) error {
 		q.mu.Unlock()
 		return fmt.Errorf("%w: Connect in state %s", rdma.ErrQPState, st)
 	}
-	var err error
 	switch {
 	case remote.Provider != rdma.ProviderTCP:
-		err = fmt.Errorf("%w: endpoint %s", rdma.ErrProviderMismatch, remote)
+		q.mu.Unlock()
+		return fmt.Errorf("%w: tcp QP given endpoint %s", rdma.ErrProviderMismatch, remote)
 	case remote.Addr == "":
-		err = fmt.Errorf("%w: endpoint %s has no address", rdma.ErrInvalidConfig, remote)
+		q.mu.Unlock()
+		return fmt.Errorf("%w: tcp endpoint %s has no address", rdma.ErrMalformed, remote)
+	}
+	var err error
+	switch {
 	case q.in != nil && (q.inQPN != remote.QPN || q.inNonce != remote.Nonce):
 		err = fmt.Errorf("%w: QP %d is already reached by qp%d, not %s", rdma.ErrPeerRefused, q.num, q.inQPN, remote)
 	}
@@ -311,11 +326,39 @@ func (q *QP) drain() {
 		if pos == q.posted.Load() {
 			return
 		}
-		e := q.sq[pos&q.sqMask]
-		q.consumed.Store(pos + 1)
-		st := rdma.Status(q.failStatus.Swap(uint32(rdma.StatusFlushed)))
-		q.scq.Push(rdma.Completion{ID: e.id, Status: st, Op: e.op, QPN: q.num})
+		e := &q.sq[pos&q.sqMask]
+		st := e.status
+		if !e.preset {
+			st = rdma.Status(q.failStatus.Swap(uint32(rdma.StatusFlushed)))
+		}
+		q.complete(e, pos, st)
 	}
+}
+
+// complete retires sq entry pos from the wire's point of view and queues
+// its completion if it is signalled or failed. Called with cmu held.
+func (q *QP) complete(e *sqEntry, pos uint64, st rdma.Status) {
+	c := rdma.Completion{ID: e.id, Status: st, Op: e.op, QPN: q.num, Bytes: e.len}
+	if st != rdma.StatusSuccess {
+		c.Bytes = 0
+	}
+	push := e.signaled || st != rdma.StatusSuccess
+	q.consumed.Store(pos + 1) // the watchdog Loads it
+	if !push {
+		q.scq.unreserve()
+		return
+	}
+	q.compRing[q.compTail&q.sqMask] = pos
+	q.compTail++
+	q.scq.push(c) // the swcq's release store publishes compRing to the poller
+}
+
+// retire frees the send-queue entries up to the completion just polled.
+// Poller only.
+func (q *QP) retire() {
+	pos := q.compRing[q.compHead&q.sqMask]
+	q.compHead++
+	q.retired.Store(pos + 1) // PostSend Loads it for room
 }
 
 // drainRecv completes every posted receive with StatusFlushed.
@@ -329,7 +372,7 @@ func (q *QP) drainRecv() {
 		}
 		rr := q.rq[pos&q.rqMask]
 		q.rqConsumed.Store(pos + 1)
-		q.rcq.Push(rdma.Completion{ID: rr.ID, Status: rdma.StatusFlushed, Op: rdma.OpRecv, QPN: q.num})
+		q.rcq.push(rdma.Completion{ID: rr.ID, Status: rdma.StatusFlushed, Op: rdma.OpRecv, QPN: q.num})
 	}
 }
 

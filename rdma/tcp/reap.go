@@ -126,13 +126,3 @@ func readInto(br *bufio.Reader, dst []byte) error {
 	_, err := io.ReadFull(br, dst)
 	return err
 }
-
-// complete retires sq entry pos. Called with cmu held.
-func (q *QP) complete(e *sqEntry, pos uint64, st rdma.Status) {
-	c := rdma.Completion{ID: e.id, Status: st, Op: e.op, QPN: q.num, Bytes: e.len}
-	signaled := e.signaled
-	q.consumed.Store(pos + 1) // pairs with PostSend's Load; frees the slot
-	if signaled || st != rdma.StatusSuccess {
-		q.scq.Push(c)
-	}
-}

@@ -5,7 +5,8 @@ import "github.com/tickbus/tickbus/rdma"
 // PostRecv queues a receive for the peer's next SEND or WRITE_WITH_IMM. It
 // may be called from RESET on, never blocks and allocates nothing; the SGE
 // is checked when a SEND fills it. In ERR the receive completes with
-// StatusFlushed.
+// StatusFlushed. rdma.ErrRecvQueueFull: RecvDepth receives are posted, or
+// the recv CQ has no room for another completion.
 func (q *QP) PostRecv(rr *rdma.RecvRequest) error {
 	if rr == nil {
 		return rdma.ErrInvalidRequest
@@ -17,15 +18,14 @@ func (q *QP) PostRecv(rr *rdma.RecvRequest) error {
 }
 
 func (q *QP) postRecv(rr *rdma.RecvRequest) error {
-	switch rdma.QPState(q.state.Load()) {
-	case rdma.QPClosed:
+	if rdma.QPState(q.state.Load()) == rdma.QPClosed {
 		return rdma.ErrClosed
-	case rdma.QPError:
-		q.rcq.Push(rdma.Completion{ID: rr.ID, Status: rdma.StatusFlushed, Op: rdma.OpRecv, QPN: q.num})
-		return nil
 	}
 	pos := q.rqPosted.Load() // only this goroutine stores it
 	if pos-q.rqConsumed.Load() >= q.rqDepth {
+		return rdma.ErrRecvQueueFull
+	}
+	if !q.rcq.reserve() { // the receive's completion has room in the recv CQ
 		return rdma.ErrRecvQueueFull
 	}
 	q.rq[pos&q.rqMask] = *rr

@@ -31,21 +31,27 @@ func (q *QP) PostSend(wr *rdma.WorkRequest) error {
 }
 
 func (q *QP) postSend(wr *rdma.WorkRequest) error {
-	switch rdma.QPState(q.state.Load()) {
-	case rdma.QPReadyToSend:
-	case rdma.QPError:
-		q.scq.Push(rdma.Completion{ID: wr.ID, Status: rdma.StatusFlushed, Op: wr.Op, QPN: q.num})
-		return nil
+	state := rdma.QPState(q.state.Load())
+	switch state {
+	case rdma.QPReadyToSend, rdma.QPError:
 	case rdma.QPClosed:
 		return rdma.ErrClosed
 	default:
 		return errNotConnected
 	}
 	pos := q.posted.Load() // only this goroutine stores it
-	if pos-q.consumed.Load() >= q.sqDepth {
+	if pos-q.retired.Load() >= q.sqDepth {
+		return rdma.ErrSendQueueFull
+	}
+	if !q.scq.reserve() { // room for the completion this request may make
 		return rdma.ErrSendQueueFull
 	}
 	e := sqEntry{id: wr.ID, op: wr.Op, signaled: q.cfg.SignalAll || wr.Flags&rdma.FlagSignaled != 0}
+	if state == rdma.QPError {
+		e.status, e.preset = rdma.StatusFlushed, true
+		q.enqueueFailed(pos, e)
+		return nil
+	}
 	r := request{op: wr.Op, seq: pos + 1, raddr: wr.Remote.Addr, rkey: wr.Remote.RKey}
 	inline := wr.Flags&rdma.FlagInline != 0
 	var (
@@ -109,7 +115,13 @@ func (q *QP) postSend(wr *rdma.WorkRequest) error {
 		if src != nil {
 			src.release()
 		}
-		q.localError(wr, st)
+		// As in verbs, a local error completes the request and moves the
+		// QP to ERR; earlier requests complete StatusFlushed.
+		e.status, e.preset, e.len = st, true, 0
+		q.sq[pos&q.sqMask] = e
+		q.posted.Store(pos + 1) // pairs with drain's Load
+		q.fail(rdma.StatusFlushed, errLocal)
+		q.drain() // in case the QP was already in ERR and fail did nothing
 		return nil
 	}
 	t := q.tx
@@ -117,6 +129,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest) error {
 		if src != nil {
 			src.release()
 		}
+		q.scq.unreserve()
 		return rdma.ErrSendQueueFull
 	}
 	var hdr [reqHeaderLen]byte
@@ -160,10 +173,12 @@ func (q *QP) checkLocal(sge rdma.SGE, need rdma.Access, n uint32) rdma.Status {
 	return st
 }
 
-// localError completes wr with a local error and moves the QP to ERR.
-func (q *QP) localError(wr *rdma.WorkRequest, st rdma.Status) {
-	q.scq.Push(rdma.Completion{ID: wr.ID, Status: st, Op: wr.Op, QPN: q.num})
-	q.fail(rdma.StatusFlushed, errLocal)
+// enqueueFailed queues an entry that will not go on the wire and drains,
+// so it completes in order with its preset status.
+func (q *QP) enqueueFailed(pos uint64, e sqEntry) {
+	q.sq[pos&q.sqMask] = e
+	q.posted.Store(pos + 1) // pairs with drain's Load
+	q.drain()
 }
 
 // txRing is the single-producer, single-consumer byte ring between

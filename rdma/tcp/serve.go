@@ -164,7 +164,7 @@ func (s *responder) apply(r *request, payload []byte) error {
 		putBytes(dst, payload)
 		reg.release()
 		if r.op == rdma.OpWriteImm {
-			q.rcq.Push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecvImm, QPN: q.num, Bytes: r.len, Imm: r.imm})
+			q.rcq.push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecvImm, QPN: q.num, Bytes: r.len, Imm: r.imm})
 		}
 		s.ackUpto = r.seq
 		return nil
@@ -174,19 +174,19 @@ func (s *responder) apply(r *request, payload []byte) error {
 			return s.nak(r.seq, rdma.StatusRNRRetryExceeded)
 		}
 		if r.len > rr.Local.Len {
-			q.rcq.Push(rdma.Completion{ID: rr.ID, Status: rdma.StatusLocalLength, Op: rdma.OpRecv, QPN: q.num})
+			q.rcq.push(rdma.Completion{ID: rr.ID, Status: rdma.StatusLocalLength, Op: rdma.OpRecv, QPN: q.num})
 			return s.nak(r.seq, rdma.StatusRemoteInvalidRequest)
 		}
 		if r.len > 0 {
 			reg, dst, st := q.localSpan(rr.Local, rdma.AccessLocalWrite, r.len)
 			if st != rdma.StatusSuccess {
-				q.rcq.Push(rdma.Completion{ID: rr.ID, Status: st, Op: rdma.OpRecv, QPN: q.num})
+				q.rcq.push(rdma.Completion{ID: rr.ID, Status: st, Op: rdma.OpRecv, QPN: q.num})
 				return s.nak(r.seq, rdma.StatusRemoteOp)
 			}
 			putBytes(dst, payload)
 			reg.release()
 		}
-		q.rcq.Push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecv, QPN: q.num, Bytes: r.len, Imm: r.imm})
+		q.rcq.push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecv, QPN: q.num, Bytes: r.len, Imm: r.imm})
 		s.ackUpto = r.seq
 		return nil
 	case rdma.OpRead:
