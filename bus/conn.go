@@ -1,0 +1,98 @@
+package bus
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// natsOptions turns the config into nats.go options: reconnect forever with
+// capped exponential backoff and jitter, auth and TLS as configured.
+func (n *Node) natsOptions() []nats.Option {
+	c := n.cfg.NATS
+	opts := []nats.Option{
+		nats.Name("tickbus " + n.self.ID),
+		nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			d := c.ReconnectWait
+			for i := 1; i < attempts && d < c.ReconnectMax; i++ {
+				d *= 2
+			}
+			d = min(d, c.ReconnectMax)
+			return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+		}),
+		nats.DisconnectErrHandler(n.onDisconnect),
+		nats.ReconnectHandler(n.onReconnect),
+		nats.ErrorHandler(n.onAsyncError),
+	}
+	if c.User != "" {
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.Token != "" {
+		opts = append(opts, nats.Token(c.Token))
+	}
+	if c.CAFile != "" {
+		opts = append(opts, nats.RootCAs(c.CAFile))
+	}
+	if c.CertFile != "" {
+		opts = append(opts, nats.ClientCert(c.CertFile, c.KeyFile))
+	}
+	return opts
+}
+
+// dial connects to the configured URLs or to the embedded server.
+func (n *Node) dial() (*nats.Conn, error) {
+	c := n.cfg.NATS
+	opts := n.natsOptions()
+	if c.NKeySeedFile != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: NATS.NKeySeedFile %q: %v", ErrInvalidConfig, c.NKeySeedFile, err)
+		}
+		opts = append(opts, o)
+	}
+	if c.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	url := strings.Join(c.URLs, ",")
+	if n.srv != nil {
+		url = n.srv.ClientURL()
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrConnect, url, err)
+	}
+	return nc, nil
+}
+
+func (n *Node) onDisconnect(_ *nats.Conn, err error) {
+	n.connected.Store(false)
+	n.log.Warn().Err(err).Msg("bus: NATS disconnected; data plane continues, peer ageing paused")
+}
+
+func (n *Node) onReconnect(nc *nats.Conn) {
+	n.reconnects.Add(1)
+	n.log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("bus: NATS reconnected; re-announcing")
+	n.mu.Lock()
+	now := time.Now()
+	for _, p := range n.peers { // they could not reach us either: give them a fresh timeout
+		p.lastSeen = now
+	}
+	n.mu.Unlock()
+	n.connected.Store(true)
+	n.announceAll("")
+	n.sendWho("")
+}
+
+func (n *Node) onAsyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
+	subj := ""
+	if sub != nil {
+		subj = sub.Subject
+	}
+	if ok, held := n.limiter.allow("async/"+subj, time.Now()); ok {
+		n.log.Error().Err(err).Str("subject", subj).Int("suppressed", held).Msg("bus: NATS async error")
+	}
+}

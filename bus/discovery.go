@@ -1,0 +1,292 @@
+package bus
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Discovery subjects, all under P.d so that one subscription sees them in
+// the order each peer sent them:
+//
+//	P.d.hb             heartbeat
+//	P.d.bye            goodbye
+//	P.d.who            who is there (optionally for one topic): everyone re-announces
+//	P.d.sub.<topic>    subscriber announced / withdrew
+//	P.d.pub.<topic>    publisher announced / withdrew
+//	P.d.home.<topic>   home claims, assertions and withdrawals
+//
+// Every message carries the sender's node, so any of them counts as a
+// heartbeat and introduces a peer.
+
+func (n *Node) onDiscovery(m *nats.Msg) {
+	n.counters.messagesIn.Add(1)
+	rest, ok := strings.CutPrefix(m.Subject, n.cfg.Prefix+".d.")
+	if !ok {
+		return
+	}
+	kind, topic, _ := strings.Cut(rest, ".")
+	if !slices.Contains([]string{kindHeartbeat, kindBye, kindWho, kindSub, kindPub, "home"}, kind) {
+		n.badInput("unknown-subject", fmt.Errorf("%w: subject %q", ErrMalformed, m.Subject))
+		return
+	}
+	w, err := decode(m.Data)
+	if err != nil {
+		n.badInput(kind, err)
+		return
+	}
+	if err := checkSubject(kind, topic, w); err != nil {
+		n.badInput(kind, err)
+		return
+	}
+	if w.Node.ID == n.self.ID {
+		if w.Node.Inc != n.self.Incarnation {
+			n.badInput(kind, fmt.Errorf("%w: another node uses this node's id %q", ErrMalformed, w.Node.ID))
+		}
+		return // our own echo
+	}
+	var reannounce, assertHome bool
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	p := n.touchLocked(w.peer())
+	switch w.Kind {
+	case kindBye:
+		n.peerDownLocked(p, ErrPeerLeft)
+	case kindWho:
+		reannounce = true
+	case kindSub:
+		n.addSubLocked(SubscriberInfo{Topic: w.Topic, ID: w.ID, Node: p.info, Mode: Mode(w.Mode), Ring: w.Desc})
+	case kindUnsub:
+		n.removeSubLocked(w.Topic, w.Node.ID+"/"+w.ID, ErrWithdrawn)
+	case kindPub:
+		n.addPubLocked(PublisherInfo{Topic: w.Topic, ID: w.ID, Node: p.info, Data: w.Data})
+	case kindUnpub:
+		n.removePubLocked(w.Topic, w.Node.ID+"/"+w.ID, ErrWithdrawn)
+	case kindClaim:
+		if n.homes[w.Topic] != nil {
+			assertHome = true
+		} else if c := n.claims[w.Topic]; c != nil && w.Node.ID < n.self.ID {
+			c.yield()
+		}
+	case kindHome:
+		if n.homes[w.Topic] != nil {
+			n.mu.Unlock()
+			n.badInput("home", fmt.Errorf("%w: node %s also claims to be home of %q", ErrRejected, w.Node.ID, w.Topic))
+			return
+		}
+		if c := n.claims[w.Topic]; c != nil {
+			c.yield()
+		}
+	case kindUnhome:
+		n.homeGoneLocked(w.Topic, w.Node.ID, fmt.Errorf("%w: %s stopped publishing %q", ErrHomeLost, w.Node.ID, w.Topic))
+	}
+	n.mu.Unlock()
+	if reannounce {
+		n.announceAll(w.Topic)
+	}
+	if assertHome {
+		n.publish(n.subject("d", "home", w.Topic), &wireMsg{Kind: kindHome, Topic: w.Topic})
+	}
+}
+
+// checkSubject: the kind must belong on the subject, and a topic subject
+// must name the message's topic.
+func checkSubject(subjKind, topic string, w *wireMsg) error {
+	var ok bool
+	switch subjKind {
+	case kindHeartbeat, kindBye, kindWho:
+		ok = w.Kind == subjKind && topic == ""
+	case kindSub:
+		ok = (w.Kind == kindSub || w.Kind == kindUnsub) && topic == w.Topic
+	case kindPub:
+		ok = (w.Kind == kindPub || w.Kind == kindUnpub) && topic == w.Topic
+	case "home":
+		ok = (w.Kind == kindClaim || w.Kind == kindHome || w.Kind == kindUnhome) && topic == w.Topic
+	}
+	if !ok {
+		return fmt.Errorf("%w: kind %q (topic %q) on subject kind %q (topic %q)", ErrMalformed, w.Kind, w.Topic, subjKind, topic)
+	}
+	return nil
+}
+
+// touchLocked records that info is alive now; a new incarnation first drops
+// everything the old one announced.
+func (n *Node) touchLocked(info PeerInfo) *peer {
+	p := n.peers[info.ID]
+	if p != nil && p.info.Incarnation != info.Incarnation {
+		n.peerDownLocked(p, ErrPeerRestarted)
+		p = nil
+	}
+	if p == nil {
+		p = &peer{info: info}
+		n.peers[info.ID] = p
+		n.log.Info().Str("peer", info.ID).Str("host", info.HostID).Msg("bus: peer up")
+	}
+	p.info = info
+	p.lastSeen = time.Now()
+	return p
+}
+
+// peerDownLocked forgets p and everything it announced, telling the owners.
+func (n *Node) peerDownLocked(p *peer, reason error) {
+	if n.peers[p.info.ID] != p {
+		return
+	}
+	delete(n.peers, p.info.ID)
+	n.log.Info().Str("peer", p.info.ID).Err(reason).Msg("bus: peer down")
+	prefix := p.info.ID + "/"
+	for topic, m := range n.subs {
+		for key := range m {
+			if strings.HasPrefix(key, prefix) {
+				n.removeSubLocked(topic, key, reason)
+			}
+		}
+	}
+	for topic, m := range n.pubs {
+		for key := range m {
+			if strings.HasPrefix(key, prefix) {
+				n.removePubLocked(topic, key, reason)
+			}
+		}
+	}
+	for topic := range n.localPubs {
+		n.homeGoneLocked(topic, p.info.ID, fmt.Errorf("%w: home %s: %w", ErrHomeLost, p.info.ID, reason))
+	}
+	if f := n.cfg.OnPeerDown; f != nil {
+		info := p.info
+		n.events.push(func() { f(info, reason) })
+	}
+}
+
+func sameSub(a, b SubscriberInfo) bool {
+	return a.Mode == b.Mode && bytes.Equal(a.Ring, b.Ring) && a.Node.Incarnation == b.Node.Incarnation
+}
+
+func samePub(a, b PublisherInfo) bool {
+	return bytes.Equal(a.Data, b.Data) && a.Node.Incarnation == b.Node.Incarnation
+}
+
+// addSubLocked records a subscriber and tells the topic's local
+// publications; a changed announcement replaces the old one (gone, then new).
+func (n *Node) addSubLocked(s SubscriberInfo) {
+	m := n.subs[s.Topic]
+	if m == nil {
+		m = map[string]SubscriberInfo{}
+		n.subs[s.Topic] = m
+	}
+	key := s.Key()
+	if old, ok := m[key]; ok {
+		if sameSub(old, s) {
+			return
+		}
+		n.removeSubLocked(s.Topic, key, ErrWithdrawn)
+	}
+	m[key] = s
+	n.counters.announcementsIn.Add(1)
+	for _, p := range n.localPubs[s.Topic] {
+		p.subscriberUp(s)
+	}
+}
+
+func (n *Node) removeSubLocked(topic, key string, reason error) {
+	s, ok := n.subs[topic][key]
+	if !ok {
+		return
+	}
+	delete(n.subs[topic], key)
+	if len(n.subs[topic]) == 0 {
+		delete(n.subs, topic)
+	}
+	for _, p := range n.localPubs[topic] {
+		p.subscriberDown(s, reason)
+	}
+}
+
+func (n *Node) addPubLocked(p PublisherInfo) {
+	m := n.pubs[p.Topic]
+	if m == nil {
+		m = map[string]PublisherInfo{}
+		n.pubs[p.Topic] = m
+	}
+	key := p.Key()
+	if old, ok := m[key]; ok {
+		if samePub(old, p) {
+			return
+		}
+		n.removePubLocked(p.Topic, key, ErrWithdrawn)
+	}
+	m[key] = p
+	n.counters.announcementsIn.Add(1)
+	for _, s := range n.localSubs[p.Topic] {
+		s.publisherUp(p)
+	}
+}
+
+func (n *Node) removePubLocked(topic, key string, reason error) {
+	p, ok := n.pubs[topic][key]
+	if !ok {
+		return
+	}
+	delete(n.pubs[topic], key)
+	if len(n.pubs[topic]) == 0 {
+		delete(n.pubs, topic)
+	}
+	for _, s := range n.localSubs[topic] {
+		s.publisherDown(p, reason)
+	}
+}
+
+// homeGoneLocked tells the topic's local publications whose home is on
+// node that it is gone.
+func (n *Node) homeGoneLocked(topic, node string, reason error) {
+	for _, p := range n.localPubs[topic] {
+		p.homeGone(node, reason)
+	}
+}
+
+// announceAll re-publishes this node's heartbeat and announcements (for one
+// topic, or all when topic is ""): on reconnect, and when someone asks who
+// is there.
+func (n *Node) announceAll(topic string) {
+	n.heartbeat()
+	n.mu.Lock()
+	var msgs []func()
+	for t, m := range n.localSubs {
+		if topic != "" && t != topic {
+			continue
+		}
+		for _, s := range m {
+			msgs = append(msgs, s.announce)
+		}
+	}
+	for t, m := range n.localPubs {
+		if topic != "" && t != topic {
+			continue
+		}
+		for _, p := range m {
+			msgs = append(msgs, p.announce)
+		}
+	}
+	for t := range n.homes {
+		if topic != "" && t != topic {
+			continue
+		}
+		msgs = append(msgs, func() { n.publish(n.subject("d", "home", t), &wireMsg{Kind: kindHome, Topic: t}) })
+	}
+	n.mu.Unlock()
+	for _, f := range msgs {
+		f()
+	}
+}
+
+// sendWho asks every node to re-announce (for one topic, or all).
+func (n *Node) sendWho(topic string) {
+	n.publish(n.subject("d", kindWho), &wireMsg{Kind: kindWho, Topic: topic})
+}

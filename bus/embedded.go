@@ -1,0 +1,45 @@
+package bus
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// startEmbedded runs a nats-server in this process: listen address as
+// given, no JetStream, nothing on disk, no logging, no signal handlers.
+func startEmbedded(listen, name string) (*server.Server, error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("%w: embedded listen %q: %v", ErrConnect, listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("%w: embedded listen port %q", ErrConnect, portStr)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	opts := &server.Options{
+		ServerName: name,
+		Host:       host,
+		Port:       port,
+		NoLog:      true,
+		NoSigs:     true,
+		JetStream:  false,
+		HTTPPort:   0,
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: embedded server: %v", ErrConnect, err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("%w: embedded server on %s not ready after 10s", ErrConnect, listen)
+	}
+	return s, nil
+}

@@ -1,0 +1,170 @@
+package bus_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/internal/child"
+	"github.com/tickbus/tickbus/rdma"
+)
+
+func TestMain(m *testing.M) {
+	child.Main()
+	os.Exit(m.Run())
+}
+
+// fast timings keep tests short; still generous against a loaded machine.
+const (
+	hbInterval = 50 * time.Millisecond
+	hbTimeout  = 600 * time.Millisecond
+	eventually = 10 * time.Second
+	tick       = 10 * time.Millisecond
+)
+
+// logBuf is a goroutine-safe buffer for a zerolog logger.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// count returns how many log lines contain every one of subs.
+func (l *logBuf) count(subs ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		ok := line != ""
+		for _, s := range subs {
+			ok = ok && strings.Contains(line, s)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func testConfig(id, url string) bus.Config {
+	c := bus.Config{
+		NodeID:            id,
+		HostID:            "host-" + id,
+		HeartbeatInterval: hbInterval,
+		HeartbeatTimeout:  hbTimeout,
+		RequestTimeout:    time.Second,
+		ClaimWindow:       100 * time.Millisecond,
+	}
+	if url != "" {
+		c.NATS.URLs = []string{url}
+	}
+	return c
+}
+
+func openNode(t *testing.T, cfg bus.Config) *bus.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	n, err := bus.Open(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+func loggerTo(w *logBuf) *zerolog.Logger {
+	l := zerolog.New(w)
+	return &l
+}
+
+func peerIDs(n *bus.Node) []string {
+	var ids []string
+	for _, p := range n.Peers() {
+		ids = append(ids, p.ID)
+	}
+	return ids
+}
+
+// sampleEndpoint is a well-formed endpoint for a queue pair of the given
+// provider; the bus only carries it.
+func sampleEndpoint(provider, host string, qpn uint32) rdma.Endpoint {
+	return rdma.Endpoint{Provider: provider, HostID: host, QPN: qpn, Nonce: uint64(qpn) * 7919, Addr: "127.0.0.1:1"}
+}
+
+// recorder collects callback events for assertions.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) add(s string) {
+	r.mu.Lock()
+	r.events = append(r.events, s)
+	r.mu.Unlock()
+}
+
+func (r *recorder) count(s string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e == s {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recorder) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.events...)
+}
+
+// pubSpec is a publish spec that records what it is told and makes a home
+// descriptor naming the node.
+func pubSpec(topic string, rec *recorder) bus.PublishSpec {
+	return bus.PublishSpec{
+		Topic: topic,
+		NewHome: func(_ context.Context, topic string) ([]byte, error) {
+			return []byte("home-of-" + topic), nil
+		},
+		AcceptHome: func(_ context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
+			return bus.ConnectReply{Endpoint: sampleEndpoint(req.Endpoint.Provider, "home", 1), Region: []byte("seq-region")}, nil
+		},
+		OnSubscriber:     func(s bus.SubscriberInfo) { rec.add("sub+" + s.Key()) },
+		OnSubscriberGone: func(s bus.SubscriberInfo, err error) { rec.add("sub-" + s.Key()) },
+		OnHomeLost:       func(h bus.HomeInfo, err error) { rec.add("homelost " + h.Node.ID) },
+	}
+}
+
+func subSpec(topic, id string, rec *recorder) bus.SubscribeSpec {
+	return bus.SubscribeSpec{
+		Topic: topic,
+		ID:    id,
+		Ring:  []byte("ring-" + id),
+		Accept: func(_ context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
+			return bus.ConnectReply{Endpoint: sampleEndpoint(req.Endpoint.Provider, "sub", 2), Region: []byte("ring-region-" + id)}, nil
+		},
+		OnPublisher:     func(p bus.PublisherInfo) { rec.add("pub+" + p.Key()) },
+		OnPublisherGone: func(p bus.PublisherInfo, err error) { rec.add("pub-" + p.Key()) },
+	}
+}

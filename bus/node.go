@@ -1,0 +1,290 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/rs/zerolog"
+)
+
+// Node is one tickbus process's presence on the bus: its NATS connection
+// (and embedded server, if any), its peer table, its announcements and the
+// micro service that lists it. Methods are safe for concurrent use.
+type Node struct {
+	cfg  Config
+	log  zerolog.Logger
+	self PeerInfo
+
+	srv     *server.Server // embedded server; nil with URLs
+	nc      *nats.Conn
+	svc     micro.Service
+	disc    *nats.Subscription // P.d.>: every discovery message, in order
+	events  *eventQueue        // Config.OnPeerDown
+	limiter *rateLog
+
+	ctx    context.Context // ends at Close; bounds accept handlers
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	connected  atomic.Bool
+	reconnects atomic.Uint64
+	counters   counters
+
+	mu        sync.Mutex
+	closed    bool
+	peers     map[string]*peer
+	subs      map[string]map[string]SubscriberInfo // topic → key → every known subscriber
+	pubs      map[string]map[string]PublisherInfo  // topic → key → every known publisher
+	localPubs map[string]map[string]*Publication   // topic → publisher id
+	localSubs map[string]map[string]*Subscription  // topic → subscriber id
+	homes     map[string]*homeSlot                 // topics whose home is here
+	claims    map[string]*claim                    // topics this node is claiming
+	pending   map[string]bool                      // "topic/id" of Publish calls resolving their home
+	closeErr  error
+}
+
+type peer struct {
+	info     PeerInfo
+	lastSeen time.Time
+}
+
+// Open starts a node: the embedded server (without URLs), the NATS
+// connection, the discovery subscription, the micro service, and the
+// heartbeat loop; then it asks who is there. ctx bounds start-up only.
+func Open(ctx context.Context, cfg Config) (*Node, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:       cfg,
+		log:       cfg.Logger.With().Str("node", cfg.NodeID).Logger(),
+		self:      PeerInfo{ID: cfg.NodeID, HostID: cfg.HostID, Incarnation: uint64(time.Now().UnixNano()), Providers: cfg.Providers},
+		limiter:   newRateLog(cfg.LogEvery),
+		peers:     map[string]*peer{},
+		subs:      map[string]map[string]SubscriberInfo{},
+		pubs:      map[string]map[string]PublisherInfo{},
+		localPubs: map[string]map[string]*Publication{},
+		localSubs: map[string]map[string]*Subscription{},
+		homes:     map[string]*homeSlot{},
+		claims:    map[string]*claim{},
+		pending:   map[string]bool{},
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	fail := func(err error) (*Node, error) {
+		n.cancel()
+		if n.nc != nil {
+			n.nc.Close()
+		}
+		if n.srv != nil {
+			n.srv.Shutdown()
+		}
+		return nil, err
+	}
+	if len(cfg.NATS.URLs) == 0 {
+		if n.srv, err = startEmbedded(cfg.NATS.EmbeddedListen, "tickbus-"+cfg.NodeID); err != nil {
+			return fail(err)
+		}
+	}
+	if n.nc, err = n.dial(); err != nil {
+		return fail(err)
+	}
+	n.connected.Store(true)
+	if n.disc, err = n.nc.Subscribe(n.subject("d", ">"), n.onDiscovery); err != nil {
+		return fail(fmt.Errorf("%w: subscribe discovery: %v", ErrConnect, err))
+	}
+	_ = n.disc.SetPendingLimits(64*1024, 256<<20)
+	if n.svc, err = n.addService(); err != nil {
+		return fail(err)
+	}
+	if err := n.flush(ctx); err != nil {
+		return fail(fmt.Errorf("%w: flush: %v", ErrConnect, err))
+	}
+	n.events = newEventQueue()
+	n.wg.Add(1)
+	go n.heartbeatLoop()
+	n.heartbeat()
+	n.sendWho("")
+	n.log.Info().Str("url", n.nc.ConnectedUrlRedacted()).Str("host", n.self.HostID).Msg("bus: node up")
+	return n, nil
+}
+
+// ID is the node id.
+func (n *Node) ID() string { return n.self.ID }
+
+// HostID is the host id.
+func (n *Node) HostID() string { return n.self.HostID }
+
+// Info is this node as peers see it.
+func (n *Node) Info() PeerInfo { return n.self }
+
+// Prefix is the subject prefix.
+func (n *Node) Prefix() string { return n.cfg.Prefix }
+
+// ClientURL is the URL of the embedded server (other nodes and NATS tools
+// may connect to it), or the URL of the server this node is connected to.
+func (n *Node) ClientURL() string {
+	if n.srv != nil {
+		return n.srv.ClientURL()
+	}
+	return n.nc.ConnectedUrl()
+}
+
+// Connected reports whether the NATS connection is up now.
+func (n *Node) Connected() bool { return n.connected.Load() }
+
+// Peers lists the live peers (not this node), sorted by id.
+func (n *Node) Peers() []PeerInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]PeerInfo, 0, len(n.peers))
+	for _, p := range n.peers {
+		out = append(out, p.info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Close withdraws every publication and subscription, says goodbye (peers
+// drop this node at once), stops the micro service, drains the connection
+// and stops the embedded server. Idempotent.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		err := n.closeErr
+		n.mu.Unlock()
+		return err
+	}
+	var pubs []*Publication
+	var subs []*Subscription
+	for _, m := range n.localPubs {
+		for _, p := range m {
+			pubs = append(pubs, p)
+		}
+	}
+	for _, m := range n.localSubs {
+		for _, s := range m {
+			subs = append(subs, s)
+		}
+	}
+	n.mu.Unlock()
+	var errs []error
+	for _, p := range pubs {
+		errs = append(errs, p.Close())
+	}
+	for _, s := range subs {
+		errs = append(errs, s.Close())
+	}
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.publish(n.subject("d", kindBye), &wireMsg{Kind: kindBye})
+	n.cancel()
+	errs = append(errs, n.svc.Stop())
+	if err := n.nc.FlushTimeout(n.cfg.RequestTimeout); err != nil && n.connected.Load() {
+		errs = append(errs, fmt.Errorf("bus: flush goodbye: %w", err))
+	}
+	n.nc.Close()
+	n.wg.Wait()
+	n.events.close()
+	if n.srv != nil {
+		n.srv.Shutdown()
+		n.srv.WaitForShutdown()
+	}
+	n.log.Info().Msg("bus: node closed")
+	n.mu.Lock()
+	n.closeErr = errors.Join(errs...)
+	n.mu.Unlock()
+	return n.closeErr
+}
+
+// subject joins the prefix and tokens with dots.
+func (n *Node) subject(tokens ...string) string {
+	s := n.cfg.Prefix
+	for _, t := range tokens {
+		s += "." + t
+	}
+	return s
+}
+
+// publish stamps w with this node and publishes it; errors are logged (the
+// connection buffers while reconnecting).
+func (n *Node) publish(subj string, w *wireMsg) {
+	w.Node = nodeOf(n.self)
+	b, err := encode(w)
+	if err == nil {
+		err = n.nc.Publish(subj, b)
+	}
+	if err != nil {
+		if ok, held := n.limiter.allow("publish/"+w.Kind, time.Now()); ok {
+			n.log.Warn().Err(err).Str("subject", subj).Int("suppressed", held).Msg("bus: publish failed")
+		}
+	}
+}
+
+func (n *Node) heartbeat() {
+	n.counters.heartbeatsSent.Add(1)
+	n.publish(n.subject("d", kindHeartbeat), &wireMsg{Kind: kindHeartbeat})
+}
+
+// heartbeatLoop sends heartbeats and ages out silent peers. While the
+// connection is down nobody can hear anybody, so ageing pauses; after a
+// reconnect every peer gets a fresh timeout.
+func (n *Node) heartbeatLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !n.connected.Load() {
+			continue
+		}
+		n.heartbeat()
+		now := time.Now()
+		n.mu.Lock()
+		for _, p := range n.peers {
+			if now.Sub(p.lastSeen) > n.cfg.HeartbeatTimeout {
+				n.peerDownLocked(p, ErrPeerLost)
+			}
+		}
+		n.mu.Unlock()
+	}
+}
+
+// badInput counts and logs (rate-limited per subject kind and class) a
+// message that was ignored.
+func (n *Node) badInput(kind string, err error) {
+	n.counters.ignore(kind)
+	class := errClass(err)
+	if ok, held := n.limiter.allow(kind+"/"+class, time.Now()); ok {
+		n.log.Warn().Str("kind", kind).Str("class", class).Int("suppressed", held).
+			Err(err).Msg("bus: ignored bad message")
+	}
+}
+
+func (n *Node) checkOpen() error {
+	if n.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// flush waits until the server has processed what was sent, bounded by ctx
+// and RequestTimeout.
+func (n *Node) flush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	defer cancel()
+	return n.nc.FlushWithContext(ctx)
+}

@@ -1,0 +1,257 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// PublishSpec says what a publisher of a topic needs from the bus. The
+// callbacks run one at a time, in order, on the publication's own goroutine;
+// they may call the bus (Connect, Close) but should not block for long.
+type PublishSpec struct {
+	Topic string
+	// ID names this publisher among the topic's publishers on this node;
+	// default the node id.
+	ID string
+	// Data is announced with the publisher (opaque; for example the
+	// descriptor of its credit cells for reliable subscribers).
+	Data []byte
+	// NewHome is called when this node becomes the topic's home: it makes
+	// the sequencer counter and journal and returns their descriptor
+	// (opaque bytes that every other publisher of the topic receives in
+	// HomeInfo). Required unless Config.Homes names another node.
+	NewHome func(ctx context.Context, topic string) ([]byte, error)
+	// AcceptHome serves connects to the home (TargetHome) while this
+	// publication is the home. Required with NewHome.
+	AcceptHome AcceptFunc
+	// Accept serves connects to this publisher (TargetPublisher), for
+	// example reliable subscribers reaching its credit cells. Optional.
+	Accept AcceptFunc
+	// ValidateSubscriber, if set, checks each announced subscriber (for
+	// example that its ring descriptor parses). A subscriber it rejects is
+	// logged (rate-limited), counted as ignored and never reported.
+	ValidateSubscriber func(SubscriberInfo) error
+	// OnSubscriber is called once for every subscriber of the topic, those
+	// already known when Publish returns and those that join later (this
+	// node's included).
+	OnSubscriber func(SubscriberInfo)
+	// OnSubscriberGone is called once when a reported subscriber withdraws
+	// (ErrWithdrawn), its node says goodbye (ErrPeerLeft), times out
+	// (ErrPeerLost) or restarts (ErrPeerRestarted): drop its queue pair.
+	OnSubscriberGone func(SubscriberInfo, error)
+	// OnHomeLost is called once if the topic's home goes away; the error
+	// wraps ErrHomeLost. There is no failover: close the publication.
+	OnHomeLost func(HomeInfo, error)
+}
+
+// Publication is this node publishing one topic.
+type Publication struct {
+	n    *Node
+	spec PublishSpec
+	q    *eventQueue
+
+	mu      sync.Mutex
+	home    HomeInfo
+	homeErr error
+	subs    map[string]SubscriberInfo // reported to OnSubscriber and not gone
+	closed  bool                      // guarded by n.mu
+}
+
+// Publish makes this node a publisher of spec.Topic: it finds the topic's
+// home, or becomes it (see doc.go for how the home is decided), announces
+// the publisher and reports every subscriber, now and later. ctx bounds the
+// home lookup and claim.
+func (n *Node) Publish(ctx context.Context, spec PublishSpec) (*Publication, error) {
+	if spec.ID == "" {
+		spec.ID = n.self.ID
+	}
+	if err := checkToken("PublishSpec.Topic", spec.Topic); err != nil {
+		return nil, err
+	}
+	if err := checkToken("PublishSpec.ID", spec.ID); err != nil {
+		return nil, err
+	}
+	if len(spec.Data) > maxBlob {
+		return nil, fmt.Errorf("%w: PublishSpec.Data of %d bytes, want at most %d", ErrInvalidConfig, len(spec.Data), maxBlob)
+	}
+	if (spec.NewHome == nil) != (spec.AcceptHome == nil) {
+		return nil, fmt.Errorf("%w: PublishSpec.NewHome and AcceptHome: want both or neither", ErrInvalidConfig)
+	}
+	key := spec.Topic + "/" + spec.ID
+	n.mu.Lock()
+	if err := n.checkOpen(); err != nil {
+		n.mu.Unlock()
+		return nil, err
+	}
+	if n.localPubs[spec.Topic][spec.ID] != nil || n.pending[key] {
+		n.mu.Unlock()
+		return nil, fmt.Errorf("%w: publisher %q of topic %q", ErrDuplicate, spec.ID, spec.Topic)
+	}
+	n.pending[key] = true
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.pending, key)
+		n.mu.Unlock()
+	}()
+
+	p := &Publication{n: n, spec: spec, subs: map[string]SubscriberInfo{}}
+	home, err := n.resolveHome(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	p.home = home
+	p.q = newEventQueue()
+
+	n.mu.Lock()
+	if err := n.checkOpen(); err != nil {
+		n.mu.Unlock()
+		p.q.close()
+		n.dropHome(p)
+		return nil, err
+	}
+	if n.localPubs[spec.Topic] == nil {
+		n.localPubs[spec.Topic] = map[string]*Publication{}
+	}
+	n.localPubs[spec.Topic][spec.ID] = p
+	if !home.Local {
+		if hp := n.peers[home.Node.ID]; hp == nil || hp.info.Incarnation != home.Node.Incarnation {
+			p.homeGone(home.Node.ID, fmt.Errorf("%w: home %s went away while joining", ErrHomeLost, home.Node.ID))
+		}
+	}
+	for _, s := range n.subs[spec.Topic] {
+		p.subscriberUp(s)
+	}
+	n.addPubLocked(p.info())
+	n.counters.publications.Add(1)
+	n.mu.Unlock()
+
+	p.announce()
+	n.sendWho(spec.Topic)
+	n.log.Info().Str("topic", spec.Topic).Str("publisher", spec.ID).Str("home", home.Node.ID).Msg("bus: publishing")
+	return p, nil
+}
+
+func (p *Publication) info() PublisherInfo {
+	return PublisherInfo{Topic: p.spec.Topic, ID: p.spec.ID, Node: p.n.self, Data: p.spec.Data}
+}
+
+func (p *Publication) announce() {
+	p.n.publish(p.n.subject("d", kindPub, p.spec.Topic),
+		&wireMsg{Kind: kindPub, Topic: p.spec.Topic, ID: p.spec.ID, Data: p.spec.Data})
+}
+
+// Topic is the topic published.
+func (p *Publication) Topic() string { return p.spec.Topic }
+
+// ID is the publisher id.
+func (p *Publication) ID() string { return p.spec.ID }
+
+// Home is where the topic's home lives.
+func (p *Publication) Home() HomeInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.home
+}
+
+// IsHome reports whether this publication holds the topic's home.
+func (p *Publication) IsHome() bool {
+	p.n.mu.Lock()
+	defer p.n.mu.Unlock()
+	s := p.n.homes[p.spec.Topic]
+	return s != nil && s.owner == p
+}
+
+// HomeErr is nil while the home is there, then an error wrapping
+// ErrHomeLost.
+func (p *Publication) HomeErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.homeErr
+}
+
+// Subscribers lists the subscribers reported to OnSubscriber and not gone
+// since, sorted by key.
+func (p *Publication) Subscribers() []SubscriberInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]SubscriberInfo, 0, len(p.subs))
+	for _, s := range p.subs {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out
+}
+
+// Close withdraws the publisher; if it held the topic's home, the home goes
+// and the topic's other publishers get OnHomeLost. Callbacks already queued
+// are dropped. Idempotent.
+func (p *Publication) Close() error {
+	n := p.n
+	n.mu.Lock()
+	if p.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	delete(n.localPubs[p.spec.Topic], p.spec.ID)
+	if len(n.localPubs[p.spec.Topic]) == 0 {
+		delete(n.localPubs, p.spec.Topic)
+	}
+	n.removePubLocked(p.spec.Topic, p.info().Key(), ErrWithdrawn)
+	n.mu.Unlock()
+	p.q.close()
+	n.publish(n.subject("d", kindPub, p.spec.Topic), &wireMsg{Kind: kindUnpub, Topic: p.spec.Topic, ID: p.spec.ID})
+	n.dropHome(p)
+	n.log.Info().Str("topic", p.spec.Topic).Str("publisher", p.spec.ID).Msg("bus: stopped publishing")
+	return nil
+}
+
+// subscriberUp queues the report of s (after validation). Called with n.mu.
+func (p *Publication) subscriberUp(s SubscriberInfo) {
+	p.q.push(func() {
+		if v := p.spec.ValidateSubscriber; v != nil {
+			if err := v(s); err != nil {
+				p.n.badInput(kindSub, fmt.Errorf("%w: subscriber %s of %q: %w", ErrRejected, s.Key(), s.Topic, err))
+				return
+			}
+		}
+		p.mu.Lock()
+		p.subs[s.Key()] = s
+		p.mu.Unlock()
+		if f := p.spec.OnSubscriber; f != nil {
+			f(s)
+		}
+	})
+}
+
+// subscriberDown queues the report that s is gone, if s was reported.
+func (p *Publication) subscriberDown(s SubscriberInfo, reason error) {
+	p.q.push(func() {
+		p.mu.Lock()
+		_, ok := p.subs[s.Key()]
+		delete(p.subs, s.Key())
+		p.mu.Unlock()
+		if f := p.spec.OnSubscriberGone; ok && f != nil {
+			f(s, reason)
+		}
+	})
+}
+
+// homeGone records, once, that the home on node is gone. Called with n.mu.
+func (p *Publication) homeGone(node string, reason error) {
+	p.mu.Lock()
+	if p.home.Node.ID != node || p.homeErr != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.homeErr = reason
+	home := p.home
+	p.mu.Unlock()
+	p.n.log.Warn().Str("topic", p.spec.Topic).Str("home", node).Err(reason).Msg("bus: topic home lost")
+	if f := p.spec.OnHomeLost; f != nil {
+		p.q.push(func() { f(home, reason) })
+	}
+}

@@ -1,0 +1,189 @@
+package bus
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// Stats is a node's control-plane counters, as reported by Node.Stats and
+// in the micro service's $SRV.STATS and info endpoint.
+type Stats struct {
+	Node            string            `json:"node"`
+	Host            string            `json:"host"`
+	Connected       bool              `json:"connected"`
+	Reconnects      uint64            `json:"reconnects"`
+	Peers           []string          `json:"peers"`
+	Publications    int               `json:"publications"`  // open now
+	Subscriptions   int               `json:"subscriptions"` // open now
+	Homes           []string          `json:"homes"`         // topics whose home is here
+	HeartbeatsSent  uint64            `json:"heartbeats_sent"`
+	MessagesIn      uint64            `json:"messages_in"`
+	AnnouncementsIn uint64            `json:"announcements_in"`
+	ConnectsMade    uint64            `json:"connects_made"`
+	ConnectsFailed  uint64            `json:"connects_failed"`
+	ConnectsServed  uint64            `json:"connects_served"`
+	ConnectsRefused uint64            `json:"connects_refused"`
+	Ignored         map[string]uint64 `json:"ignored"` // bad messages ignored, per subject kind
+}
+
+type counters struct {
+	heartbeatsSent, messagesIn, announcementsIn atomic.Uint64
+	connectsMade, connectsFailed                atomic.Uint64
+	connectsServed, connectsRefused             atomic.Uint64
+	publications, subscriptions                 atomic.Int64 // ever opened
+
+	mu      sync.Mutex
+	ignored map[string]uint64
+}
+
+func (c *counters) ignore(kind string) {
+	c.mu.Lock()
+	if c.ignored == nil {
+		c.ignored = map[string]uint64{}
+	}
+	c.ignored[kind]++
+	c.mu.Unlock()
+}
+
+// Stats returns the node's counters now.
+func (n *Node) Stats() Stats {
+	c := &n.counters
+	s := Stats{
+		Node:            n.self.ID,
+		Host:            n.self.HostID,
+		Connected:       n.connected.Load(),
+		Reconnects:      n.reconnects.Load(),
+		HeartbeatsSent:  c.heartbeatsSent.Load(),
+		MessagesIn:      c.messagesIn.Load(),
+		AnnouncementsIn: c.announcementsIn.Load(),
+		ConnectsMade:    c.connectsMade.Load(),
+		ConnectsFailed:  c.connectsFailed.Load(),
+		ConnectsServed:  c.connectsServed.Load(),
+		ConnectsRefused: c.connectsRefused.Load(),
+		Ignored:         map[string]uint64{},
+	}
+	c.mu.Lock()
+	for k, v := range c.ignored {
+		s.Ignored[k] = v
+	}
+	c.mu.Unlock()
+	for _, p := range n.Peers() {
+		s.Peers = append(s.Peers, p.ID)
+	}
+	n.mu.Lock()
+	for _, m := range n.localPubs {
+		s.Publications += len(m)
+	}
+	for _, m := range n.localSubs {
+		s.Subscriptions += len(m)
+	}
+	for t, h := range n.homes {
+		if h.sub != nil {
+			s.Homes = append(s.Homes, t)
+		}
+	}
+	n.mu.Unlock()
+	return s
+}
+
+// StatsSubject is the subject of a subscriber's periodic stats message:
+// P.stats.<topic>.<subscriber>.
+func (n *Node) StatsSubject(topic, subscriber string) string {
+	return n.subject("stats", topic, subscriber)
+}
+
+// PublishStats publishes msg (bytes in internal/stats's format; the bus does
+// not read them) on StatsSubject(topic, subscriber).
+func (n *Node) PublishStats(topic, subscriber string, msg []byte) error {
+	if err := checkToken("topic", topic); err != nil {
+		return err
+	}
+	if err := checkToken("subscriber", subscriber); err != nil {
+		return err
+	}
+	if n.isClosed() {
+		return ErrClosed
+	}
+	if err := n.nc.Publish(n.StatsSubject(topic, subscriber), msg); err != nil {
+		return fmt.Errorf("bus: publish stats: %w", err)
+	}
+	return nil
+}
+
+// StatsFunc receives one stats message. msg is only valid during the call.
+type StatsFunc func(topic, subscriber string, msg []byte)
+
+// SubscribeStats calls f for every stats message of topic ("" for every
+// topic), one at a time, until the returned stop function is called or the
+// node closes.
+func (n *Node) SubscribeStats(topic string, f StatsFunc) (stop func() error, err error) {
+	subj := n.subject("stats", ">")
+	if topic != "" {
+		if err := checkToken("topic", topic); err != nil {
+			return nil, err
+		}
+		subj = n.subject("stats", topic, "*")
+	}
+	if f == nil {
+		return nil, fmt.Errorf("%w: SubscribeStats with nil func", ErrInvalidConfig)
+	}
+	if n.isClosed() {
+		return nil, ErrClosed
+	}
+	prefix := n.cfg.Prefix + ".stats."
+	sub, err := n.nc.Subscribe(subj, func(m *nats.Msg) {
+		t, s, ok := strings.Cut(strings.TrimPrefix(m.Subject, prefix), ".")
+		if !ok || !validToken(t) || !validToken(s) {
+			n.badInput("stats", fmt.Errorf("%w: stats subject %q", ErrMalformed, m.Subject))
+			return
+		}
+		f(t, s, m.Data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bus: subscribe stats: %w", err)
+	}
+	return func() error {
+		if err := sub.Unsubscribe(); err != nil && !n.isClosed() {
+			return fmt.Errorf("bus: unsubscribe stats: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+func (n *Node) isClosed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
+}
+
+// ProviderFor picks the rdma provider for reaching peer: Config.Provider if
+// set; shm when both share a host and can open shm; else the first of this
+// node's Providers (other than shm) the peer has too; else tcp.
+func (n *Node) ProviderFor(peer PeerInfo) string {
+	if n.cfg.Provider != "" {
+		return n.cfg.Provider
+	}
+	has := func(list []string, p string) bool {
+		for _, x := range list {
+			if x == p {
+				return true
+			}
+		}
+		return false
+	}
+	if peer.HostID == n.self.HostID && has(n.self.Providers, rdma.ProviderShm) && (len(peer.Providers) == 0 || has(peer.Providers, rdma.ProviderShm)) {
+		return rdma.ProviderShm
+	}
+	for _, p := range n.self.Providers {
+		if p != rdma.ProviderShm && has(peer.Providers, p) {
+			return p
+		}
+	}
+	return rdma.ProviderTCP
+}
