@@ -24,7 +24,7 @@ type CQ struct {
 	dev     *Device
 	q       *swcq.CQ
 	credits atomic.Int64 // free room in q; PostSend takes, Poll gives back
-	polling atomic.Int64 // Polls running; control paths wait for 0 before unmapping
+	polling atomic.Uint64 // odd while a Poll runs; control paths wait (waitGen) before unmapping
 	recvQPs atomic.Pointer[[]*QP]
 	closed  atomic.Bool
 	once    sync.Once
@@ -98,11 +98,11 @@ func (c *CQ) Poll(buf []rdma.Completion) int {
 			n += q.drain(buf[n:])
 		}
 	}
-	c.polling.Add(-1)
+	c.polling.Add(1)
 	return n
 }
 
-func (c *CQ) waitIdle() { spinUntilZero(&c.polling) }
+func (c *CQ) waitIdle() { waitGen(&c.polling) }
 
 // addRecvQP and removeRecvQP change the drain list (copy on write, under
 // dev.mu).

@@ -251,10 +251,15 @@ func (d *Device) quiesce() {
 	}
 }
 
-// spinUntilZero yields until n reads 0. The counted sections are short and
-// never block, so this returns quickly.
-func spinUntilZero(n *atomic.Int64) {
-	for n.Load() != 0 {
+// waitGen waits for a section guarded by gen (odd inside, even outside) to
+// be left: at once if gen is even, else until gen moves. Sections are short
+// and never block, so this returns quickly.
+func waitGen(gen *atomic.Uint64) {
+	g := gen.Load()
+	if g&1 == 0 {
+		return
+	}
+	for gen.Load() == g {
 		runtime.Gosched()
 	}
 }

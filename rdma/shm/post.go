@@ -3,6 +3,7 @@ package shm
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -33,6 +34,10 @@ var (
 // earlier request of the same QP (Go atomics are sequentially consistent).
 // That is the ring's stamp protocol: payload WRITE, then stamp WRITE.
 //
+// Posting from several goroutines at once is allowed but serialised: a
+// second poster yields until the first leaves. An error completion moves
+// the QP to ERR, as on verbs.
+//
 // Errors returned (nothing was done, nothing will complete): rdma.ErrClosed
 // after Close; rdma.ErrQPState before RTS; rdma.ErrSendQueueFull when the
 // send queue or the send CQ has no room. Every other failure completes with
@@ -41,10 +46,26 @@ func (q *QP) PostSend(wr *rdma.WorkRequest) error {
 	if wr == nil {
 		return errNilWR
 	}
-	q.inflight.Add(1) // Close/ERR/regionDel wait for 0 before unmapping
+	g := q.gen.Load()
+	if g&1 != 0 || !q.gen.CompareAndSwap(g, g+1) {
+		g = q.enterSlow()
+	}
+	// Inside (gen odd): Close, ERR and regionDel wait for gen to move on
+	// before they unmap.
 	err := q.post(wr)
-	q.inflight.Add(-1)
+	q.gen.Store(g + 2)
 	return err
+}
+
+// enterSlow waits for another goroutine's PostSend on this QP to leave.
+func (q *QP) enterSlow() uint64 {
+	for {
+		g := q.gen.Load()
+		if g&1 == 0 && q.gen.CompareAndSwap(g, g+1) {
+			return g
+		}
+		runtime.Gosched()
+	}
 }
 
 func (q *QP) post(wr *rdma.WorkRequest) error {
@@ -93,6 +114,11 @@ func (q *QP) fail(wr *rdma.WorkRequest, st rdma.Status) error {
 func (q *QP) record(wr *rdma.WorkRequest, st rdma.Status, n uint32, completes bool) {
 	idx := q.sqPosted
 	q.sqPosted++
+	if st != rdma.StatusSuccess && st != rdma.StatusFlushed {
+		// As verbs: an error completion moves the QP to ERR; later
+		// requests complete with StatusFlushed.
+		q.state.CompareAndSwap(uint32(rdma.QPReadyToSend), uint32(rdma.QPError))
+	}
 	if !completes {
 		return
 	}

@@ -17,17 +17,19 @@ import (
 // QP is a reliable-connected queue pair of a Device. It implements
 // rdma.QueuePair.
 //
-// Concurrency: one goroutine posts sends to a QP at a time, and one posts
-// receives at a time (they may be different goroutines); the RecvCQ's poller
-// drains its receives. Close, Connect and State are safe from any goroutine
-// at any time, including while another goroutine posts or polls.
+// Concurrency: PostSend calls of one QP are serialised (see PostSend), and
+// one goroutine posts receives at a time (PostRecv locks; it is not on the
+// hot path); the RecvCQ's poller drains its receives. Close, Connect and
+// State are safe from any goroutine at any time, including while another
+// goroutine posts or polls.
 //
-// Unmapping safely: PostSend counts itself in inflight around everything it
-// does. A control path that unmaps memory a post might touch (a peer's
+// Unmapping safely: PostSend makes gen odd on entry (CAS) and even on exit
+// (store). A control path that unmaps memory a post might touch (a peer's
 // region on regionDel, everything on ERR or Close) first unpublishes it
-// (state store or table swap), then waits for inflight to read 0, then
-// unmaps. Go atomics are sequentially consistent, so a post either saw the
-// unpublished state or is counted and waited for; a SIGSEGV is impossible.
+// (state store or table swap), then waits until gen is even or has moved,
+// then unmaps. Go atomics are sequentially consistent, so a post either saw
+// the unpublished state or is waited for; a SIGSEGV is impossible, and the
+// waiter never starves behind a stream of posts.
 type QP struct {
 	dev       *Device
 	num       uint32
@@ -40,8 +42,10 @@ type QP struct {
 	maxInline int
 	signalAll bool
 
-	state    atomic.Uint32 // rdma.QPState
-	inflight atomic.Int64  // PostSends running
+	state atomic.Uint32 // rdma.QPState
+	// gen is odd while a PostSend runs; each PostSend adds 2 (CAS in,
+	// store out). See waitIdle.
+	gen atomic.Uint64
 
 	// Send-queue accounting, as verbs: a request occupies the send queue
 	// from PostSend until a completion of this QP posted at or after it is
@@ -428,7 +432,11 @@ func (q *QP) releaseRemote() {
 	o.unmap()
 }
 
-func (q *QP) waitIdle() { spinUntilZero(&q.inflight) }
+// waitIdle returns once no PostSend that started before the call is still
+// running. The caller has unpublished what it will free (state or table
+// store, sequentially consistent), so a PostSend that enters later cannot
+// see it: gen is even (none inside) or it only has to change once.
+func (q *QP) waitIdle() { waitGen(&q.gen) }
 
 // retire frees the send-queue entries up to the completion just polled.
 // Poller only.

@@ -71,10 +71,6 @@ func TestShm_Loopback_WriteCASFAA(t *testing.T) {
 	assert.Equal(t, uint64(7), binary.LittleEndian.Uint64(local.Bytes()[8:]))
 	assert.Equal(t, uint64(12), binary.LittleEndian.Uint64(target.Bytes()))
 
-	bad := rdma.WorkRequest{ID: 4, Op: rdma.OpWrite, Local: rdma.LocalSGE(local, 0, 5), Remote: rdma.RemoteAddr{Addr: rr.Addr + 4094, RKey: rr.RKey}}
-	require.NoError(t, a.PostSend(&bad))
-	c = pollOne(t, cq)
-	assert.Equal(t, rdma.StatusRemoteAccess, c.Status)
 
 	require.NoError(t, b.PostRecv(&rdma.RecvRequest{ID: 9, Local: rdma.LocalSGE(local, 100, 100)}))
 	send := rdma.WorkRequest{ID: 5, Op: rdma.OpSend, Flags: rdma.FlagInline | rdma.FlagSignaled, Inline: []byte("ping"), Imm: 3}
@@ -89,6 +85,11 @@ func TestShm_Loopback_WriteCASFAA(t *testing.T) {
 	assert.Equal(t, uint32(4), got[9].Bytes)
 	assert.Equal(t, "ping", string(local.Bytes()[100:104]))
 
+	bad := rdma.WorkRequest{ID: 4, Op: rdma.OpWrite, Local: rdma.LocalSGE(local, 0, 5), Remote: rdma.RemoteAddr{Addr: rr.Addr + 4094, RKey: rr.RKey}}
+	require.NoError(t, a.PostSend(&bad))
+	c = pollOne(t, cq)
+	assert.Equal(t, rdma.StatusRemoteAccess, c.Status)
+	assert.Equal(t, rdma.QPError, a.State())
 	require.NoError(t, b.Close())
 	require.Eventually(t, func() bool { return a.State() == rdma.QPError }, 5*time.Second, time.Millisecond)
 	require.NoError(t, a.PostSend(&wr))
