@@ -1,0 +1,109 @@
+// Package ring is the tick ring: one topic, one sequence, written with
+// one-sided RDMA operations through the rdma package's queue pairs.
+//
+// # Regions
+//
+// A topic has one home (the sequencer region, on the host that owns the
+// topic) and every subscriber has its own ring region. Publishers own a
+// small credit region for reliable subscribers. All fields little endian;
+// sequences start at 1 (0 means "never written") and grow forever; the
+// slot of sequence s is s & (slots-1).
+//
+//	home region (NewHome)                      ring region (NewRing), one per subscriber
+//	+0    +--------------------------------+   +0    +--------------------------------+
+//	      | magic "TBHM" u32, version u16, |         | magic "TBRG" u32, version u16, |
+//	      | mode u8=0, pad u8,             |         | mode u8 (1 lossy, 2 reliable), |
+//	      | journal slots u32, slot size   |         | pad u8, slots u32, slot size   |
+//	      | u32, epoch u64, start u64,     |         | u32, epoch u64, start u64,     |
+//	      | pad to 128                     |         | pad to 128                     |
+//	+128  +--------------------------------+   +128  +--------------------------------+
+//	      | counter u64: next sequence to  |         | head u64: next sequence the    |
+//	      | claim; CAS/FAA through QPs only|         | reader delivers (observers)    |
+//	      | pad to 128 (own line pair)     |         | pad to 128                     |
+//	+256  +--------------------------------+   +256  +--------------------------------+
+//	      | journal slot[0 .. J-1]         |         | slot[0 .. N-1]                 |
+//	      +--------------------------------+         +--------------------------------+
+//
+//	slot (slot size bytes, a multiple of 64)     credit region (a writer's), one cell per
+//	+0   stamp      u64  == seq, written LAST     reliable target, CreditCellSize each:
+//	+8   publish ns i64                           +0   next u64: the subscriber delivered
+//	+16  len        u32  payload bytes                  every sequence below next
+//	+20  type       u16  application's                  (written by its reader via RDMA)
+//	+22  flags      u16  FlagSkip | user bits     +8   pad to 128
+//	+24  publisher  u32
+//	+28  check      u32  headerCheck(seq, fields)
+//	+32  payload    len bytes
+//
+// layout.go holds the structs behind these drawings, with compile-time size
+// checks both ways round.
+//
+// # Publishing
+//
+// A Writer claims sequences on the home counter with a CAS from its cached
+// value (ClaimCAS: a lone publisher wins first time) or a fetch-and-add
+// (ClaimFAA: cheaper with several free-running publishers), one or n at a
+// time (PublishBatch). It stages each tick in its own registered memory and
+// WRITEs it into the journal and then into every target ring, each through
+// the target's QP:
+//
+//	reliable: WRITE body (bytes 8..), WRITE stamp
+//	lossy:    WRITE stamp=StampBusy, WRITE body, WRITE stamp   (a seqlock)
+//
+// Writes on one QP are placed in order, so a stamp is never visible before
+// its body, on shm (CPU copies, the 8-byte stamp a single store) as on a
+// NIC. Every update of the counter goes through a QP, the home owner's own
+// publisher included (a loopback QP), so a NIC whose atomics are atomic only
+// among themselves stays correct. Only one WRITE in SignalEvery per QP is
+// signalled; completions are reaped by polling. A target whose QP fails is
+// dropped, reported (OnTargetDropped, Stats) and publishing goes on.
+// Targets come and go at run time (AddTarget, RemoveTarget: copy-on-write
+// lists behind an atomic pointer); the hot path takes no lock.
+//
+// PublishAt(seq) is A/B line arbitration: a CAS seq→seq+1 that only the
+// first line wins; the other gets ErrLost and writes nothing.
+//
+// # Receiving
+//
+// The ring's Reader spins (through the caller's IdleStrategy) on
+// slot[next].stamp:
+//
+//   - == next: deliver, advance. Lossy rings copy the slot out and deliver
+//     the copy only if the stamp is unchanged afterwards, so a torn tick is
+//     never delivered; reliable rings hand out zero-copy views, because no
+//     writer touches a slot the reader has not released.
+//   - > next, in the same slot: lapped (lossy). The journal is asked for
+//     what it still holds (three RDMA READs per sequence: stamp, slot,
+//     stamp); the rest is one EventOverrun; the reader resumes at
+//     stamp-slots+1, the oldest sequence the ring may still hold.
+//   - otherwise: not written yet. If later sequences are present and stay
+//     so for GapTimeout while next is still missing, its claimant died
+//     between claim and write: journal, else EventGap for exactly the
+//     missing run.
+//
+// A slot whose header fails its check (length past the slot, checksum) is
+// EventCorrupt. Every sequence the reader passes is delivered once or named
+// by exactly one event; ReaderStats add up to Next-Start.
+//
+// # Reliable mode and credits
+//
+// The publisher must be told the subscriber's RingDesc (AddTarget). For a
+// reliable ring AddTarget returns a CreditDesc naming a credit cell in the
+// writer's memory, initialised to the ring's Start; the subscriber must be
+// told it and call Reader.AddCredit with a QP to the writer's device. The
+// reader then WRITEs its position into the cell after every poll that
+// advanced it. A writer's room is the minimum over its reliable targets of
+// position+slots, cached and re-read only when the ring looks full; it waits
+// through its IdleStrategy and fails with ErrBackPressure after Timeout.
+//
+// # Descriptors
+//
+// HomeDesc, RingDesc and CreditDesc are versioned binary
+// (MarshalBinary/UnmarshalBinary); decoders check every length and range and
+// leave the value unchanged on error. They travel between processes by
+// whatever the caller uses (the bus; files or arguments in tests).
+//
+// # Concurrency
+//
+// One goroutine publishes per Writer and one polls per Reader. AddTarget,
+// RemoveTarget, AddCredit, RemoveCredit and Stats are safe from others.
+package ring

@@ -1,0 +1,104 @@
+package ring
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// HomeConfig configures a topic's home: its sequence counter and journal.
+type HomeConfig struct {
+	// JournalSlots is how many recent ticks the journal keeps for readers
+	// that recover a gap or an overrun (a power of two, or 0 for none).
+	// Default 0.
+	JournalSlots int
+	// SlotSize is the byte size of a journal slot, header included (a
+	// multiple of 64 in MinSlotSize..MaxSlotSize). It bounds the payload of
+	// every writer of the topic. Default 128.
+	SlotSize int
+	// Start is the topic's first sequence. Default 1. Sequence 0 is never
+	// used, so a zeroed slot never looks written.
+	Start  uint64
+	Logger zerolog.Logger
+}
+
+// Home is a topic's sequencer region, registered on the device of the
+// process that owns the topic: the counter that CAS/FAA claims advance, and
+// the journal. Every writer, the home's own included, reaches it through a
+// queue pair; the owner never touches the counter with a CPU atomic after
+// NewHome, so a NIC whose atomics are atomic only among themselves stays
+// correct.
+type Home struct {
+	mr   rdma.MemoryRegion
+	desc HomeDesc
+	log  zerolog.Logger
+	once sync.Once
+	err  error
+}
+
+// NewHome registers a home on dev. The device must have remote atomics.
+func NewHome(dev rdma.Device, cfg HomeConfig) (*Home, error) {
+	if dev == nil {
+		return nil, fmt.Errorf("%w: device is nil", ErrInvalidConfig)
+	}
+	if dev.Caps().Atomic == rdma.AtomicNone {
+		return nil, fmt.Errorf("%w: %s device on %s", ErrDeviceAtomics, dev.Provider(), dev.HostID())
+	}
+	if cfg.SlotSize == 0 {
+		cfg.SlotSize = 128
+	}
+	if cfg.Start == 0 {
+		cfg.Start = 1
+	}
+	if cfg.Start == StampBusy {
+		return nil, fmt.Errorf("%w: Start %d, want 1..2^64-2", ErrInvalidConfig, cfg.Start)
+	}
+	if cfg.JournalSlots < 0 || !checkGeometry(uint64(cfg.JournalSlots), uint64(cfg.SlotSize), true) {
+		return nil, fmt.Errorf("%w: JournalSlots %d / SlotSize %d, want a power of two up to %d (or 0) / a multiple of 64 in %d..%d",
+			ErrInvalidConfig, cfg.JournalSlots, cfg.SlotSize, MaxSlots, MinSlotSize, MaxSlotSize)
+	}
+	size := regionSize(cfg.JournalSlots, cfg.SlotSize)
+	mr, err := dev.RegisterMemory(size, rdma.AccessLocalWrite|rdma.AccessRemote)
+	if err != nil {
+		return nil, fmt.Errorf("ring: register home of %d bytes: %w", size, err)
+	}
+	epoch := newEpoch()
+	hdr := at[regionHeader](mr.Bytes(), offHeader)
+	*hdr = regionHeader{Magic: regionMagicHome, Version: layoutVersion, Slots: uint32(cfg.JournalSlots),
+		SlotSize: uint32(cfg.SlotSize), Epoch: epoch, Start: cfg.Start}
+	// The only CPU store to the counter: before the descriptor exists, so
+	// before any peer can reach it. Later loads are the QP atomics' own.
+	at[hotLine](mr.Bytes(), offHot).Value.Store(cfg.Start)
+	remote := mr.Remote()
+	remote.Len = uint64(size)
+	h := &Home{mr: mr, log: cfg.Logger, desc: HomeDesc{Epoch: epoch, Start: cfg.Start, Region: remote,
+		JournalSlots: uint32(cfg.JournalSlots), SlotSize: uint32(cfg.SlotSize)}}
+	h.log.Debug().Uint64("epoch", epoch).Int("journal", cfg.JournalSlots).Int("slot", cfg.SlotSize).Msg("ring: home registered")
+	return h, nil
+}
+
+// Desc is what writers and recovering readers need; send its MarshalBinary.
+func (h *Home) Desc() HomeDesc { return h.desc }
+
+// Counter is the next sequence to be claimed, read locally. For observers
+// and for choosing a late-joining ring's Start; claims go through a QP.
+func (h *Home) Counter() uint64 {
+	return at[hotLine](h.mr.Bytes(), offHot).Value.Load() // pairs with the QP atomics of every writer
+}
+
+// Close deregisters the home. Idempotent.
+func (h *Home) Close() error {
+	h.once.Do(func() { h.err = h.mr.Close() })
+	return h.err
+}
+
+func newEpoch() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux (getrandom)
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}

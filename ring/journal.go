@@ -1,0 +1,124 @@
+package ring
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// journal is a reader's way to the home's journal: three READs per
+// sequence (stamp, slot, stamp again), a seqlock read over the wire.
+type journal struct {
+	qp      rdma.QueuePair
+	mr      rdma.MemoryRegion // 8 + slot + 8 bytes
+	desc    HomeDesc
+	mask    uint64
+	base    uint64 // remote address of journal slot 0
+	wr      [3]rdma.WorkRequest
+	done    int
+	failed  bool
+	timeout time.Duration
+}
+
+// SetJournal lets the reader recover gaps and overruns from the home's
+// journal: qp is a QP on dev connected to the home's device, with
+// RingConfig.CQ as its send CQ. The home's slots must hold the ring's.
+// Call it before polling starts.
+func (r *Reader) SetJournal(dev rdma.Device, qp rdma.QueuePair, home HomeDesc, timeout time.Duration) error {
+	if dev == nil || qp == nil {
+		return fmt.Errorf("%w: journal device or QP is nil", ErrInvalidConfig)
+	}
+	if r.cq == nil {
+		return fmt.Errorf("%w: RingConfig.CQ is nil; the journal needs the QP's send CQ", ErrInvalidConfig)
+	}
+	if err := home.validate(); err != nil {
+		return err
+	}
+	if home.JournalSlots == 0 {
+		return fmt.Errorf("%w: the home keeps no journal", ErrInvalidConfig)
+	}
+	if int(home.SlotSize) > r.slotSize {
+		return fmt.Errorf("%w: journal slots of %d bytes do not fit ring slots of %d", ErrInvalidConfig, home.SlotSize, r.slotSize)
+	}
+	if timeout <= 0 {
+		timeout = 100 * time.Millisecond
+	}
+	mr, err := dev.RegisterMemory(16+int(home.SlotSize), rdma.AccessLocalWrite)
+	if err != nil {
+		return fmt.Errorf("ring: register journal buffer: %w", err)
+	}
+	j := &journal{qp: qp, mr: mr, desc: home, mask: uint64(home.JournalSlots - 1),
+		base: home.Region.Addr + offSlots, timeout: timeout}
+	ss := int(home.SlotSize)
+	for i, w := range []struct{ local, n int }{{0, 8}, {8, ss}, {8 + ss, 8}} {
+		j.wr[i] = rdma.WorkRequest{ID: idRecover, Op: rdma.OpRead, Flags: rdma.FlagSignaled,
+			Local: rdma.LocalSGE(mr, w.local, w.n), Remote: rdma.RemoteAddr{RKey: home.Region.RKey}}
+	}
+	r.journalMu.Lock()
+	defer r.journalMu.Unlock()
+	if r.journal != nil {
+		_ = mr.Close()
+		return fmt.Errorf("%w: journal already set", ErrInvalidConfig)
+	}
+	r.journal = j
+	return nil
+}
+
+func (r *Reader) closeJournal() error {
+	r.journalMu.Lock()
+	defer r.journalMu.Unlock()
+	if r.journal == nil {
+		return nil
+	}
+	return r.journal.mr.Close()
+}
+
+func (j *journal) complete(c *rdma.Completion) {
+	j.done++
+	if c.Status != rdma.StatusSuccess {
+		j.failed = true
+	}
+}
+
+// fetch reads seq from the journal into t (t.Payload views the journal
+// buffer until the next fetch). It reports whether the journal held seq
+// whole.
+func (j *journal) fetch(r *Reader, seq uint64, t *Tick) bool {
+	ss := uint64(j.desc.SlotSize)
+	addr := j.base + (seq&j.mask)*ss
+	j.wr[0].Remote.Addr = addr
+	j.wr[1].Remote.Addr = addr
+	j.wr[2].Remote.Addr = addr
+	j.done, j.failed = 0, false
+	posted := 0
+	for i := range j.wr {
+		if j.qp.PostSend(&j.wr[i]) != nil {
+			j.failed = true
+			break
+		}
+		posted++
+	}
+	var deadline time.Time
+	for j.done < posted {
+		r.reap()
+		if j.done >= posted {
+			break
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(j.timeout)
+		} else if time.Now().After(deadline) {
+			return false
+		}
+		rdma.Yield{}.Idle(0)
+	}
+	if j.failed {
+		return false
+	}
+	b := j.mr.Bytes()
+	if binary.LittleEndian.Uint64(b[0:]) != seq || binary.LittleEndian.Uint64(b[8+ss:]) != seq {
+		return false
+	}
+	return decodeSlot(b[8:8+ss], seq, t) == slotOK && t.Flags&FlagSkip == 0
+}

@@ -1,0 +1,447 @@
+package ring
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// Hot path. Per tick: one claim (a CAS or FAA through the home QP, whose
+// completion is polled), then per target — the journal first, then every
+// subscriber ring — two WRITEs (reliable: body, then stamp) or three (lossy:
+// StampBusy, body, stamp), all on the target's one QP, which places them in
+// order. The stamp WRITE is an aligned 8-byte WRITE: a single store on shm,
+// one PCIe/RDMA write of 8 aligned bytes on a NIC. No allocation, lock,
+// syscall or log; errors are sentinels.
+
+// Publish claims the next sequence and writes one tick (payload copied) into
+// the journal and every target. It returns the sequence.
+//
+// Errors: ErrPayloadTooLarge, ErrBackPressure (see its doc: seq is 0 if
+// nothing was claimed), ErrTimeout, ErrHomeFailed, ErrClosed. A target
+// whose QP fails is dropped (OnTargetDropped) and is not an error here.
+func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, error) {
+	if len(payload) > w.maxPayload {
+		return 0, ErrPayloadTooLarge
+	}
+	tl, err := w.begin()
+	if err != nil {
+		return 0, err
+	}
+	if tl.reliable > 0 && !w.waitRoom(tl, w.cached) {
+		w.stats.backPressure.Add(1)
+		return 0, ErrBackPressure
+	}
+	seq, err := w.claim(1)
+	if err != nil {
+		return 0, err
+	}
+	w.stage(0, seq, typ, 0, payload, publishNs)
+	err = w.deliver(tl, 1)
+	w.stats.published.Add(1)
+	return seq, err
+}
+
+// PublishBatch claims len(ticks) consecutive sequences at once and writes
+// them in order; Seq and Publisher of the ticks are ignored, Flags keeps
+// only FlagsUser bits. It returns the first sequence. An empty batch claims
+// nothing and returns 0, nil. Errors as Publish, plus ErrBatchTooLarge.
+func (w *Writer) PublishBatch(ticks []Tick) (uint64, error) {
+	n := len(ticks)
+	if n == 0 {
+		return 0, nil
+	}
+	if n > w.maxBatch {
+		return 0, ErrBatchTooLarge
+	}
+	for i := range ticks {
+		if len(ticks[i].Payload) > w.maxPayload {
+			return 0, ErrPayloadTooLarge
+		}
+	}
+	tl, err := w.begin()
+	if err != nil {
+		return 0, err
+	}
+	if tl.reliable > 0 && !w.waitRoom(tl, w.cached+uint64(n)-1) {
+		w.stats.backPressure.Add(1)
+		return 0, ErrBackPressure
+	}
+	first, err := w.claim(uint64(n))
+	if err != nil {
+		return 0, err
+	}
+	for i := range ticks {
+		t := &ticks[i]
+		w.stage(i, first+uint64(i), t.Type, t.Flags&FlagsUser, t.Payload, t.PublishNs)
+	}
+	err = w.deliver(tl, n)
+	w.stats.published.Add(uint64(n))
+	return first, err
+}
+
+// PublishAt publishes a tick at exactly sequence seq: A/B line arbitration
+// in one CAS (counter: seq → seq+1). The first line to get there wins and
+// gets seq back; the other gets ErrLost and nothing is written. If the
+// counter is behind seq (this line is ahead), PublishAt waits up to
+// ArbitrationWindow for the other line to fill the sequences in between,
+// then claims them too and publishes one skip slot for them (readers see
+// EventSkip) before the tick. ErrInvalidConfig for seq 0 or past MaxSkip
+// ahead of the counter.
+func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int64) (uint64, error) {
+	if len(payload) > w.maxPayload {
+		return 0, ErrPayloadTooLarge
+	}
+	if seq == 0 || seq >= StampBusy-1 {
+		return 0, ErrInvalidSequence
+	}
+	tl, err := w.begin()
+	if err != nil {
+		return 0, err
+	}
+	if tl.reliable > 0 && !w.waitRoom(tl, seq) {
+		w.stats.backPressure.Add(1)
+		return 0, ErrBackPressure
+	}
+	var since int64
+	for {
+		orig, err := w.atomic(rdma.OpCompareAndSwap, seq, seq+1, 0)
+		if err != nil {
+			return 0, err
+		}
+		if orig == seq {
+			if seq+1 > w.cached {
+				w.cached = seq + 1
+			}
+			w.stage(0, seq, typ, 0, payload, publishNs)
+			err = w.deliver(tl, 1)
+			w.stats.published.Add(1)
+			return seq, err
+		}
+		if orig > seq {
+			if orig > w.cached {
+				w.cached = orig
+			}
+			w.stats.lost.Add(1)
+			return 0, ErrLost
+		}
+		// The counter is behind: this line is ahead of the topic.
+		if seq-orig > MaxSkip {
+			return 0, ErrInvalidSequence
+		}
+		if w.arbNs > 0 {
+			now := monoNs()
+			if since == 0 {
+				since = now
+			}
+			if now-since < w.arbNs {
+				w.idle.Idle(0)
+				continue
+			}
+		}
+		got, err := w.atomic(rdma.OpCompareAndSwap, orig, seq+1, 0)
+		if err != nil {
+			return 0, err
+		}
+		if got != orig {
+			continue // the counter moved: decide again
+		}
+		w.cached = seq + 1
+		binary.LittleEndian.PutUint64(w.skipBuf[:], seq-1)
+		w.stage(0, orig, 0, FlagSkip, w.skipBuf[:], publishNs)
+		w.stage(1, seq, typ, 0, payload, publishNs)
+		err = w.deliver(tl, 2)
+		w.stats.skipped.Add(seq - orig)
+		w.stats.published.Add(1)
+		return seq, err
+	}
+}
+
+// begin starts a publish: it checks the writer is usable and loads the
+// target list.
+func (w *Writer) begin() (*targetList, error) {
+	if w.closed.Load() { // pairs with the Store in Close
+		return nil, ErrClosed
+	}
+	if w.broken != nil {
+		return nil, w.broken
+	}
+	w.deadline = 0
+	return w.targets.Load(), nil // pairs with the Store in AddTarget/RemoveTarget
+}
+
+// stage copies tick i of this publish into the next staging slot: stamp
+// (the source of the last WRITE), header, payload.
+func (w *Writer) stage(i int, seq uint64, typ, flags uint16, payload []byte, ns int64) {
+	off := stgSlots + int(w.stgIdx&(w.stgN-1))*w.stgSlot
+	w.stgIdx++
+	b := w.stg[off : off+SlotHeaderSize+len(payload)]
+	binary.LittleEndian.PutUint64(b, seq)
+	putBody(b[offBody:], seq, ns, uint32(len(payload)), typ, flags, w.pub)
+	copy(b[SlotHeaderSize:], payload)
+	w.batchOffs[i] = off
+	w.batchLens[i] = uint32(SlotHeaderSize - offBody + len(payload))
+	w.batchSeqs[i] = seq
+}
+
+// deliver writes the n staged ticks to the journal, then to every target.
+// A reliable target gets only the ticks it has room for by the deadline.
+func (w *Writer) deliver(tl *targetList, n int) error {
+	if j := w.journal; j != nil && !j.dropped {
+		for i := 0; i < n && w.writeSlot(j, i); i++ {
+		}
+	}
+	last := w.batchSeqs[n-1]
+	var err error
+	short := tl.reliable > 0 && !w.roomFor(tl, last) && !w.waitRoom(tl, last)
+	for _, t := range tl.all {
+		if t.dropped {
+			continue
+		}
+		if short && t.cell != nil {
+			limit := t.cell.Next.Load() + t.slots // pairs with the reader's credit WRITE
+			for i := 0; i < n; i++ {
+				if w.batchSeqs[i] >= limit {
+					err = ErrBackPressure
+				} else if !w.writeSlot(t, i) {
+					break
+				}
+			}
+			continue
+		}
+		for i := 0; i < n && w.writeSlot(t, i); i++ {
+		}
+	}
+	if w.pending > 0 {
+		w.reap()
+	}
+	if err != nil {
+		w.stats.backPressure.Add(1)
+	}
+	return err
+}
+
+// writeSlot writes staged tick i into t's slot.
+func (w *Writer) writeSlot(t *target, i int) bool {
+	addr := t.base + (w.batchSeqs[i]&t.mask)*t.slotSize
+	src := w.stgAddr + uint64(w.batchOffs[i])
+	if t.lossy && !w.post(t, w.stgAddr+stgBusy, 8, addr) {
+		return false
+	}
+	return w.post(t, src+offBody, w.batchLens[i], addr+offBody) && w.post(t, src, 8, addr)
+}
+
+// post WRITEs n bytes at local address src to remote address dst of t.
+func (w *Writer) post(t *target, src uint64, n uint32, dst uint64) bool {
+	wr := &w.wr
+	wr.ID, wr.Op, wr.Flags = idWrite, rdma.OpWrite, 0
+	wr.Local = rdma.SGE{Addr: src, Len: n, LKey: t.lkey}
+	wr.Remote = rdma.RemoteAddr{Addr: dst, RKey: t.rkey}
+	if t.posts++; t.posts >= w.signal {
+		t.posts = 0
+		wr.Flags = rdma.FlagSignaled
+	}
+	for {
+		err := t.qp.PostSend(wr)
+		if err == nil {
+			if wr.Flags != 0 {
+				w.pending++
+			}
+			return true
+		}
+		if !errors.Is(err, rdma.ErrSendQueueFull) {
+			w.drop(t, err)
+			return false
+		}
+		if !w.waitCQ() {
+			w.drop(t, ErrTimeout)
+			return false
+		}
+	}
+}
+
+// claim takes n consecutive sequences at the home and returns the first.
+func (w *Writer) claim(n uint64) (uint64, error) {
+	if w.faa {
+		orig, err := w.atomic(rdma.OpFetchAndAdd, 0, 0, n)
+		if err != nil {
+			return 0, err
+		}
+		w.cached = orig + n
+		return orig, nil
+	}
+	for {
+		want := w.cached
+		orig, err := w.atomic(rdma.OpCompareAndSwap, want, want+n, 0)
+		if err != nil {
+			return 0, err
+		}
+		if orig == want {
+			w.cached = want + n
+			return want, nil
+		}
+		w.cached = orig
+		w.stats.casRetries.Add(1)
+	}
+}
+
+// atomic runs one CAS or FAA on the counter through the home QP and waits
+// for its completion; it returns the counter's original value.
+func (w *Writer) atomic(op rdma.Opcode, compare, swap, add uint64) (uint64, error) {
+	w.claimID += 1 << 8
+	wr := &w.wr
+	wr.ID, wr.Op, wr.Flags = w.claimID|idClaim, op, rdma.FlagSignaled
+	wr.Local = rdma.SGE{Addr: w.stgAddr + stgResult, Len: 8, LKey: w.lkey}
+	wr.Remote = w.counter
+	wr.Compare, wr.Swap, wr.Add = compare, swap, add
+	w.claimDone = false
+	for {
+		err := w.homeQP.PostSend(wr)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, rdma.ErrSendQueueFull) {
+			w.broken = ErrHomeFailed
+			return 0, ErrHomeFailed
+		}
+		if !w.waitCQ() {
+			return 0, ErrTimeout
+		}
+	}
+	for !w.claimDone {
+		if w.reap() > 0 {
+			continue
+		}
+		if w.expired() {
+			return 0, ErrTimeout // a late completion has another claimID and is ignored
+		}
+		w.idle.Idle(0)
+	}
+	if !w.claimOK {
+		w.broken = ErrHomeFailed
+		return 0, ErrHomeFailed
+	}
+	// The provider wrote the original value before it queued the completion
+	// that reap consumed: the CQ's hand-off orders this load after it.
+	return binary.LittleEndian.Uint64(w.stg[stgResult:]), nil
+}
+
+// reap drains every CQ the writer uses and returns how many completions it
+// took.
+func (w *Writer) reap() int {
+	total := 0
+	tl := w.targets.Load() // pairs with the Store in AddTarget/RemoveTarget
+	for _, cq := range tl.cqs {
+		n := cq.Poll(w.comps[:])
+		for i := 0; i < n; i++ {
+			c := &w.comps[i]
+			switch c.ID & 0xff {
+			case idClaim:
+				if c.ID == w.claimID|idClaim {
+					w.claimDone, w.claimOK = true, c.Status == rdma.StatusSuccess
+				}
+			case idWrite:
+				if w.pending > 0 {
+					w.pending--
+				}
+				if c.Status != rdma.StatusSuccess {
+					w.failQP(tl, cq, c.QPN, c.Status)
+				}
+			}
+		}
+		total += n
+	}
+	return total
+}
+
+// waitCQ waits for at least one completion; false at the deadline.
+func (w *Writer) waitCQ() bool {
+	for w.reap() == 0 {
+		if w.expired() {
+			return false
+		}
+		w.idle.Idle(0)
+	}
+	return true
+}
+
+func (w *Writer) expired() bool {
+	now := monoNs()
+	if w.deadline == 0 {
+		w.deadline = now + w.timeoutNs
+		return false
+	}
+	return now > w.deadline
+}
+
+// roomFor reports whether every reliable target has room for sequence last,
+// from the cached limit when it suffices.
+func (w *Writer) roomFor(tl *targetList, last uint64) bool {
+	if tl == w.seen && last < w.limit {
+		return true
+	}
+	w.seen = tl
+	w.limit = ^uint64(0)
+	for _, t := range tl.all {
+		if t.cell != nil && !t.dropped {
+			if l := t.cell.Next.Load() + t.slots; l < w.limit { // pairs with the reader's credit WRITE
+				w.limit = l
+			}
+		}
+	}
+	return last < w.limit
+}
+
+// waitRoom waits through the idle strategy until roomFor(last); false at
+// the deadline.
+func (w *Writer) waitRoom(tl *targetList, last uint64) bool {
+	for !w.roomFor(tl, last) {
+		if w.pending > 0 {
+			w.reap()
+		}
+		if w.expired() {
+			return false
+		}
+		w.idle.Idle(0)
+	}
+	return true
+}
+
+// failQP handles an error completion on a QP: the home's breaks the writer,
+// a target's drops the target.
+func (w *Writer) failQP(tl *targetList, cq rdma.CompletionQueue, qpn uint32, st rdma.Status) {
+	if qpn == w.homeQPN && cq == w.cq {
+		w.broken = ErrHomeFailed
+		if w.journal != nil {
+			w.journal.dropped = true
+		}
+		return
+	}
+	for _, t := range tl.all {
+		if t.qpn == qpn && t.cq == cq && !t.dropped {
+			w.drop(t, st.Err())
+			return
+		}
+	}
+}
+
+// drop removes a failed target (cold path: it locks, logs and calls back).
+func (w *Writer) drop(t *target, err error) {
+	if t.dropped {
+		return
+	}
+	t.dropped = true
+	if t.journal {
+		w.broken = ErrHomeFailed
+		return
+	}
+	w.stats.dropped.Add(1)
+	w.mu.Lock()
+	w.removeLocked(t.id, t)
+	w.mu.Unlock()
+	w.log.Warn().Uint64("target", t.id).Err(err).Msg("ring: target dropped")
+	if w.onDrop != nil {
+		w.onDrop(t.id, err)
+	}
+}

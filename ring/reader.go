@@ -1,0 +1,477 @@
+package ring
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// Reader polls one ring. It is not safe for concurrent Poll calls; AddCredit,
+// RemoveCredit, SetJournal and Stats may be called from any goroutine.
+//
+// Receive rule, for next = the sequence the reader waits for, and stamp =
+// slot[next & mask].stamp:
+//
+//	stamp == next        → a complete tick: deliver (lossy: copy, re-check
+//	                       the stamp, deliver the copy only if unchanged)
+//	stamp > next, same slot → lapped: recover what the journal holds,
+//	                       EventOverrun for the rest, resume at stamp-slots+1
+//	otherwise            → not written yet; if later sequences are present
+//	                       for GapTimeout, recover or EventGap
+type Reader struct {
+	// Hot fields: the polling goroutine only.
+	mem      []byte // the whole ring region
+	slots    []byte // mem[offSlots:]
+	head     *atomic.Uint64
+	mask     uint64
+	slotSize int
+	lossy    bool
+	next     uint64
+	maxBatch int
+	batch    []Tick
+	scratch  []byte // lossy: one validated copy per batch entry
+
+	// Gap detection (idle path).
+	gapTimeout int64
+	idle       uint32
+	gapFrom    uint64
+	gapLimit   uint64
+	gapSince   int64
+
+	// ReadInto's handler, preallocated.
+	into intoHandler
+
+	// Credits (reliable mode): the list is copy-on-write.
+	creditMu   sync.Mutex
+	credits    atomic.Pointer[[]*credit]
+	creditBuf  [8]byte
+	cq         rdma.CompletionQueue
+	comps      [16]rdma.Completion
+	signaled   int // signalled requests not yet reaped
+	journal    *journal
+	journalMu  sync.Mutex // SetJournal against closeJournal
+	log        zerolog.Logger
+	closed     atomic.Bool
+	stats      readerStats
+	recovering bool
+}
+
+type readerStats struct {
+	_         [LineSize]byte
+	delivered atomic.Uint64
+	gap       atomic.Uint64
+	overrun   atomic.Uint64
+	corrupt   atomic.Uint64
+	skip      atomic.Uint64
+	recovered atomic.Uint64
+	creditErr atomic.Uint64
+	_         [LineSize]byte
+}
+
+// ReaderStats are a reader's counters, in sequences. Delivered + Gap +
+// Overrun + Corrupt + Skip == Next - Start: every sequence passed is
+// accounted for. Recovered (from the journal) is part of Delivered.
+type ReaderStats struct {
+	Next         uint64 // the next sequence the reader waits for
+	Delivered    uint64
+	Gap          uint64
+	Overrun      uint64
+	Corrupt      uint64
+	Skip         uint64
+	Recovered    uint64
+	CreditErrors uint64 // credit writes that failed (the credit was dropped)
+}
+
+func newReader(mem []byte, cfg *RingConfig) *Reader {
+	r := &Reader{
+		mem:        mem,
+		slots:      mem[offSlots:],
+		head:       &at[hotLine](mem, offHot).Value,
+		mask:       uint64(cfg.Slots - 1),
+		slotSize:   cfg.SlotSize,
+		lossy:      cfg.Mode == Lossy,
+		next:       cfg.Start,
+		maxBatch:   cfg.MaxBatch,
+		batch:      make([]Tick, cfg.MaxBatch),
+		gapTimeout: int64(cfg.GapTimeout),
+		cq:         cfg.CQ,
+		log:        cfg.Logger,
+	}
+	if r.lossy {
+		r.scratch = make([]byte, cfg.MaxBatch*cfg.SlotSize)
+	}
+	r.head.Store(r.next) // pairs with observers' loads (Head)
+	empty := []*credit{}
+	r.credits.Store(&empty)
+	return r
+}
+
+// Next is the sequence the reader waits for.
+func (r *Reader) Next() uint64 { return r.next }
+
+// Head is the reader's position as published in the ring header, safe to
+// call from any goroutine.
+func (r *Reader) Head() uint64 { return r.head.Load() } // pairs with the Store in progress
+
+// Stats returns the counters; safe from any goroutine.
+func (r *Reader) Stats() ReaderStats {
+	return ReaderStats{
+		Next:         r.head.Load(),
+		Delivered:    r.stats.delivered.Load(),
+		Gap:          r.stats.gap.Load(),
+		Overrun:      r.stats.overrun.Load(),
+		Corrupt:      r.stats.corrupt.Load(),
+		Skip:         r.stats.skip.Load(),
+		Recovered:    r.stats.recovered.Load(),
+		CreditErrors: r.stats.creditErr.Load(),
+	}
+}
+
+// Poll delivers what is ready, up to MaxBatch ticks and events, to h and
+// returns how many it delivered (ticks plus events), for an IdleStrategy.
+// It never blocks (journal recovery, when configured, waits for its READs).
+// After Close it returns 0.
+func (r *Reader) Poll(h Handler) int {
+	if r.closed.Load() {
+		return 0
+	}
+	return r.poll(h, r.maxBatch)
+}
+
+// ReadInto copies the next tick into t and its payload into buf (t.Payload
+// = buf[:len]). It returns ok for a tick; an Event (Kind != 0) when the next
+// thing is an event; neither when nothing is ready. ErrShortBuffer leaves the
+// tick unread; ErrClosed after Close.
+func (r *Reader) ReadInto(t *Tick, buf []byte) (ok bool, ev Event, err error) {
+	if r.closed.Load() {
+		return false, Event{}, ErrClosed
+	}
+	r.into = intoHandler{r: r, t: t, buf: buf}
+	r.poll(&r.into, 1)
+	ok, ev, err = r.into.ok, r.into.ev, r.into.err
+	r.into = intoHandler{}
+	return ok, ev, err
+}
+
+type intoHandler struct {
+	r   *Reader
+	t   *Tick
+	buf []byte
+	ok  bool
+	ev  Event
+	err error
+}
+
+func (c *intoHandler) OnTicks(ts []Tick) {
+	src := ts[0]
+	if len(src.Payload) > len(c.buf) {
+		c.err = ErrShortBuffer
+		c.r.next = src.Seq // unread: poll's accounting runs after the handler
+		c.r.stats.delivered.Add(^uint64(0))
+		return
+	}
+	n := copy(c.buf, src.Payload)
+	*c.t = src
+	c.t.Payload = c.buf[:n]
+	c.ok = true
+}
+
+func (c *intoHandler) OnEvent(ev Event) { c.ev = ev }
+
+// poll is Poll with a limit on ticks plus events.
+func (r *Reader) poll(h Handler, limit int) int {
+	n, work := 0, 0
+	for n+work < limit {
+		seq := r.next
+		off := int(seq&r.mask) * r.slotSize
+		st := stampAt(r.slots, off)
+		stamp := st.Load() // pairs with the writer's stamp WRITE, the last of the slot
+		if stamp == seq {
+			var slot []byte
+			if r.lossy {
+				// Seqlock read: the writer stores StampBusy before it
+				// touches a slot again, so an unchanged stamp after the copy
+				// proves the copy whole.
+				ln := int(binary.LittleEndian.Uint32(r.slots[off+16:]))
+				if ln > r.slotSize-SlotHeaderSize {
+					ln = r.slotSize - SlotHeaderSize
+				}
+				dst := r.scratch[n*r.slotSize : n*r.slotSize+SlotHeaderSize+ln]
+				copy(dst, r.slots[off:off+SlotHeaderSize+ln])
+				if st.Load() != seq { // pairs with the writer's StampBusy WRITE
+					break // being rewritten by a later lap: the next poll sees the overrun
+				}
+				slot = dst
+			} else {
+				slot = r.slots[off : off+r.slotSize]
+			}
+			t := &r.batch[n]
+			if decodeSlot(slot, seq, t) != slotOK {
+				work, n = work+n, r.flush(h, n)
+				r.emit(h, Event{Kind: EventCorrupt, From: seq, To: seq})
+				r.next = seq + 1
+				work++
+				continue
+			}
+			if t.Flags&FlagSkip != 0 {
+				work, n = work+n, r.flush(h, n)
+				to := skipTo(t)
+				if to == 0 {
+					r.emit(h, Event{Kind: EventCorrupt, From: seq, To: seq})
+					r.next = seq + 1
+				} else {
+					r.emit(h, Event{Kind: EventSkip, From: seq, To: to})
+					r.next = to + 1
+				}
+				work++
+				continue
+			}
+			n++
+			r.next = seq + 1
+			continue
+		}
+		if stamp > seq && stamp != StampBusy && (stamp-seq)&r.mask == 0 {
+			// Lapped: stamp is at least a ring ahead; stamp-slots+1 is the
+			// oldest sequence the ring may still hold.
+			work, n = work+n, r.flush(h, n)
+			resume := stamp - r.mask
+			work += r.lost(h, EventOverrun, seq, resume-1, stamp)
+			r.next = resume
+			continue
+		}
+		break
+	}
+	work += n
+	r.flush(h, n)
+	if r.next != r.head.Load() { // the reader is head's only writer
+		r.progress()
+	}
+	if work > 0 {
+		return work
+	}
+	if r.gapTimeout > 0 {
+		return r.idleCheck(h)
+	}
+	return 0
+}
+
+// flush hands the pending run of n ticks to h and returns 0.
+func (r *Reader) flush(h Handler, n int) int {
+	if n > 0 {
+		r.stats.delivered.Add(uint64(n))
+		h.OnTicks(r.batch[:n])
+	}
+	return 0
+}
+
+func (r *Reader) emit(h Handler, ev Event) {
+	c := ev.Count()
+	switch ev.Kind {
+	case EventGap:
+		r.stats.gap.Add(c)
+	case EventOverrun:
+		r.stats.overrun.Add(c)
+	case EventCorrupt:
+		r.stats.corrupt.Add(c)
+	case EventSkip:
+		r.stats.skip.Add(c)
+	}
+	h.OnEvent(ev)
+}
+
+// lost accounts for sequences from..to that the ring no longer (or never)
+// held: what the journal still has is delivered, the rest is reported as
+// kind. newest is the newest sequence known to exist (it bounds what the
+// journal can hold). It returns the number of calls made to h.
+func (r *Reader) lost(h Handler, kind EventKind, from, to, newest uint64) int {
+	j := r.journal
+	if j == nil || r.recovering {
+		r.emit(h, Event{Kind: kind, From: from, To: to})
+		return 1
+	}
+	calls := 0
+	first := from
+	if jslots := uint64(j.desc.JournalSlots); newest >= jslots && newest-jslots+1 > first {
+		first = newest - jslots + 1 // older ones are overwritten in the journal too
+	}
+	if first > to {
+		r.emit(h, Event{Kind: kind, From: from, To: to})
+		return 1
+	}
+	pending := from // start of the unreported run
+	r.recovering = true
+	for s := first; s <= to; s++ {
+		t := &r.batch[0]
+		if !j.fetch(r, s, t) {
+			continue
+		}
+		if pending < s {
+			r.emit(h, Event{Kind: kind, From: pending, To: s - 1})
+			calls++
+		}
+		r.stats.recovered.Add(1)
+		r.stats.delivered.Add(1)
+		h.OnTicks(r.batch[:1])
+		calls++
+		pending = s + 1
+	}
+	r.recovering = false
+	if pending <= to {
+		r.emit(h, Event{Kind: kind, From: pending, To: to})
+		calls++
+	}
+	return calls
+}
+
+// progress publishes the reader's position: to observers through the ring
+// header, and to every publisher through its credit cell.
+func (r *Reader) progress() {
+	r.head.Store(r.next) // pairs with Head/Stats loads and remote READs of the header
+	r.gapSince = 0
+	r.sendCredits()
+}
+
+func (r *Reader) sendCredits() {
+	cl := *r.credits.Load() // pairs with the Store in AddCredit/RemoveCredit
+	if len(cl) == 0 {
+		return
+	}
+	if r.signaled > 0 {
+		r.reap()
+	}
+	binary.LittleEndian.PutUint64(r.creditBuf[:], r.next)
+	for _, c := range cl {
+		if c.failed || c.sent == r.next {
+			continue
+		}
+		c.wr.Flags = rdma.FlagInline
+		c.posts++
+		if c.posts%creditSignalEvery == 0 {
+			c.wr.Flags |= rdma.FlagSignaled
+		}
+		c.wr.Inline = r.creditBuf[:]
+		err := c.qp.PostSend(&c.wr)
+		c.wr.Inline = nil
+		switch {
+		case err == nil:
+			c.sent = r.next
+			if c.wr.Flags&rdma.FlagSignaled != 0 {
+				r.signaled++
+			}
+		case err == rdma.ErrSendQueueFull:
+			c.posts-- // try again on the next poll
+		default:
+			r.creditFailed(c)
+		}
+	}
+}
+
+const creditSignalEvery = 16
+
+// reap drains the reader's CQ: signalled credit writes, and errors.
+func (r *Reader) reap() {
+	n := r.cq.Poll(r.comps[:])
+	for i := 0; i < n; i++ {
+		c := &r.comps[i]
+		if c.ID == idCredit && c.Status == rdma.StatusSuccess {
+			r.signaled--
+			continue
+		}
+		if c.ID == idCredit {
+			if c.Status != rdma.StatusFlushed {
+				r.signaled--
+			}
+			for _, cr := range *r.credits.Load() {
+				if cr.qp.Num() == c.QPN && !cr.failed {
+					r.creditFailed(cr)
+				}
+			}
+		}
+		if r.journal != nil && c.ID == idRecover {
+			r.journal.complete(c)
+		}
+	}
+	if r.signaled < 0 {
+		r.signaled = 0
+	}
+}
+
+func (r *Reader) creditFailed(c *credit) {
+	c.failed = true
+	r.stats.creditErr.Add(1)
+}
+
+// idleCheck runs when a poll found nothing: it looks for a claimed sequence
+// that stays unwritten while later ones are present. Cheap: it scans only
+// every 64th idle poll.
+func (r *Reader) idleCheck(h Handler) int {
+	r.idle++
+	if r.idle&63 != 0 {
+		return 0
+	}
+	if cl := *r.credits.Load(); len(cl) > 0 {
+		r.sendCredits() // a credit added since the last progress learns our position
+	}
+	now := monoNs()
+	if r.gapSince == 0 || r.gapFrom != r.next {
+		limit := r.firstPresent(r.next + 1)
+		if limit == 0 {
+			r.gapSince = 0
+			return 0
+		}
+		r.gapFrom, r.gapLimit, r.gapSince = r.next, limit, now
+		return 0
+	}
+	if now-r.gapSince < r.gapTimeout {
+		return 0
+	}
+	r.gapSince = 0
+	end := r.gapLimit
+	for s := r.next; s < end; s++ {
+		if r.present(s) {
+			end = s
+		}
+	}
+	if end <= r.next {
+		return 0
+	}
+	from := r.next
+	calls := r.lost(h, EventGap, from, end-1, r.gapLimit)
+	r.next = end
+	r.progress()
+	return calls
+}
+
+// gapScan bounds how far past next the reader looks for later sequences.
+const gapScan = 256
+
+// present reports whether seq's slot holds seq or a later lap.
+func (r *Reader) present(seq uint64) bool {
+	s := stampAt(r.slots, int(seq&r.mask)*r.slotSize).Load() // pairs with the writer's stamp WRITE
+	return s >= seq && s != StampBusy
+}
+
+// firstPresent is the first sequence from from on (within gapScan and one
+// ring) whose slot is written, or 0.
+func (r *Reader) firstPresent(from uint64) uint64 {
+	n := uint64(gapScan)
+	if n > r.mask {
+		n = r.mask
+	}
+	for i := uint64(0); i < n; i++ {
+		if r.present(from + i) {
+			return from + i
+		}
+	}
+	return 0
+}
+
+var clockBase = time.Now()
+
+// monoNs is monotonic nanoseconds since start-up (idle paths only).
+func monoNs() int64 { return int64(time.Since(clockBase)) }
