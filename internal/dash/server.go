@@ -1,0 +1,304 @@
+package dash
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/tickbus/tickbus/internal/stats"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// DefaultListen is where the dashboard listens unless configured.
+const DefaultListen = "127.0.0.1:8222"
+
+// Config configures the dashboard.
+type Config struct {
+	// NATS says how to reach the server; ignored when Conn is set.
+	NATS NATSConfig
+	// Conn, if set, is an already connected client (tickbus demo passes its
+	// own); the dashboard does not close it.
+	Conn *nats.Conn
+	// Listen is the HTTP listener's host:port (default DefaultListen;
+	// "127.0.0.1:0" picks a free port).
+	Listen string
+	// HlogDir, if set, receives one .hlog interval log per topic and
+	// subscriber.
+	HlogDir string
+	// Prefix of the stats subjects (default stats.DefaultPrefix).
+	Prefix string
+	// History is how far back the charts reach (default 10 minutes).
+	History time.Duration
+	// MaxSeries bounds the topic and subscriber pairs tracked (default
+	// 256); messages for more are counted and ignored.
+	MaxSeries int
+	// Logger for control paths; the zero value logs nothing.
+	Logger zerolog.Logger
+}
+
+// RegisterFlags adds the dashboard's flags: --nats (and credentials),
+// --listen, --hlog, --prefix, --history.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.NATS.RegisterFlags(fs)
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP `address` for the dashboard and /metrics")
+	fs.StringVar(&c.HlogDir, "hlog", c.HlogDir, "write HdrHistogram interval logs (.hlog), one per topic and subscriber, into `dir`")
+	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "NATS subject `prefix` of the stats (default "+stats.DefaultPrefix+")")
+	fs.DurationVar(&c.History, "history", c.History, "how far back the charts reach (default 10m)")
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	d := *c
+	if d.Listen == "" {
+		d.Listen = DefaultListen
+	}
+	if d.History == 0 {
+		d.History = DefaultHistory
+	}
+	if d.History < 0 {
+		return d, fmt.Errorf("%w: history %v, want > 0", ErrConfig, d.History)
+	}
+	if d.MaxSeries == 0 {
+		d.MaxSeries = DefaultMaxSeries
+	}
+	if d.MaxSeries < 0 {
+		return d, fmt.Errorf("%w: max series %d, want > 0", ErrConfig, d.MaxSeries)
+	}
+	if d.Conn == nil {
+		if err := d.NATS.validate(); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// Server is a running dashboard.
+type Server struct {
+	cfg   Config
+	store *store
+	nc    *nats.Conn
+	ownNC bool
+	sub   *nats.Subscription
+	ln    net.Listener
+	http  *http.Server
+	url   string
+	hub   *hub
+
+	closeOnce sync.Once
+	closeErr  error
+	done      chan struct{}
+	served    chan error
+}
+
+// Start connects to NATS, subscribes to the stats, listens and serves in
+// the background. ctx bounds the start only; Close stops the server.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: c, done: make(chan struct{}), served: make(chan error, 1), hub: newHub()}
+	s.store = newStore(c.Logger, c.History, c.MaxSeries, c.HlogDir)
+	s.store.onUpdate = s.hub.mark
+
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", c.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("dash: listen on %s: %w", c.Listen, err)
+	}
+	s.ln = ln
+	s.url = "http://" + ln.Addr().String() + "/"
+
+	if c.Conn != nil {
+		s.nc = c.Conn
+	} else {
+		nc, err := c.NATS.Connect(ctx)
+		if err != nil {
+			_ = ln.Close()
+			return nil, err
+		}
+		s.nc, s.ownNC = nc, true
+	}
+	subject := stats.SubjectAll(c.Prefix)
+	sub, err := s.nc.Subscribe(subject, func(m *nats.Msg) { s.store.handle(m.Subject, m.Data) })
+	if err == nil {
+		// A flood beyond this is dropped by the client and counted below.
+		err = sub.SetPendingLimits(100_000, 256<<20)
+	}
+	if err == nil {
+		err = s.nc.FlushWithContext(ctx)
+	}
+	if err != nil {
+		_ = ln.Close()
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
+		if s.ownNC {
+			s.nc.Close()
+		}
+		return nil, fmt.Errorf("dash: subscribe %s: %w", subject, err)
+	}
+	s.sub = sub
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{s.store})
+	mux := http.NewServeMux()
+	assets, _ := fs.Sub(webFS, "web")
+	mux.Handle("GET /", http.FileServerFS(assets))
+	mux.HandleFunc("GET /api/state", s.handleState)
+	mux.HandleFunc("GET /events", s.handleEvents)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil}))
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { s.served <- s.http.Serve(ln) }()
+	go s.watchDropped()
+	c.Logger.Info().Str("url", s.url).Str("subject", subject).Str("nats", s.nc.ConnectedUrlRedacted()).
+		Str("hlog", c.HlogDir).Msg("dashboard serving")
+	return s, nil
+}
+
+// Serve runs the dashboard until ctx is done, then closes it.
+func Serve(ctx context.Context, cfg Config) error {
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return s.Close()
+	case err := <-s.served:
+		cerr := s.Close()
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		return errors.Join(err, cerr)
+	}
+}
+
+// URL is the dashboard's address, e.g. http://127.0.0.1:8222/.
+func (s *Server) URL() string { return s.url }
+
+// Close stops serving, unsubscribes, closes the NATS connection if the
+// server opened it and closes the hlog files. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.hub.close()
+		var errs []error
+		if err := s.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+			errs = append(errs, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, s.http.Close())
+		}
+		if s.ownNC {
+			s.nc.Close()
+		}
+		errs = append(errs, s.store.close())
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// watchDropped counts messages the NATS client dropped because the
+// subscription fell behind (a flood).
+func (s *Server) watchDropped() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var last int
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			n, err := s.sub.Dropped()
+			if err != nil || n <= last {
+				continue
+			}
+			s.store.rejectN(reasonDropped, s.sub.Subject, uint64(n-last),
+				fmt.Errorf("dash: NATS dropped %d stats messages: the dashboard fell behind", n-last))
+			last = n
+		}
+	}
+}
+
+// State is what /api/state returns.
+type State struct {
+	Subject string       `json:"subject"`
+	Now     int64        `json:"now"` // Unix ms
+	History int64        `json:"history_ms"`
+	Series  []SeriesView `json:"series"`
+}
+
+func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
+	st := State{Subject: stats.SubjectAll(s.cfg.Prefix), Now: time.Now().UnixMilli(),
+		History: s.cfg.History.Milliseconds(), Series: s.store.views(true)}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(st)
+}
+
+// handleEvents streams server-sent events: "series" with one series' last
+// point and summaries as each message lands, and a comment every 15 s to
+// keep proxies from closing the stream.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	c := s.hub.join()
+	defer s.hub.leave(c)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	fmt.Fprint(w, "retry: 1000\n\n")
+	fl.Flush()
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			return
+		case <-keep.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-c.signal:
+			for _, key := range c.take() {
+				v, ok := s.store.view(key)
+				if !ok {
+					continue
+				}
+				b, err := json.Marshal(v)
+				if err != nil {
+					continue
+				}
+				if _, err := fmt.Fprintf(w, "event: series\ndata: %s\n\n", b); err != nil {
+					return
+				}
+			}
+			fl.Flush()
+		}
+	}
+}
