@@ -89,36 +89,36 @@ func curveOf(h *hdrhistogram.Histogram) []CurvePoint {
 
 // SeriesView is one topic and subscriber as /api/state and /events carry it.
 type SeriesView struct {
-	Key        string    `json:"key"`
-	Topic      string    `json:"topic"`
-	Subscriber string    `json:"subscriber"`
-	Host       string    `json:"host"`
-	Provider   string    `json:"provider"`
-	CrossHost  bool      `json:"cross_host"`
-	Received   uint64    `json:"received"`
-	Gaps       uint64    `json:"gaps"`
-	Overruns   uint64    `json:"overruns"`
-	Rate       float64   `json:"rate"`
-	Negative   uint64    `json:"negative"`  // clamped latencies since the dashboard started
-	Saturated  uint64    `json:"saturated"` // idem
-	Intervals  uint64    `json:"intervals"`
-	LastEnd    int64     `json:"last_end"` // Unix ms
-	IntervalMs int64     `json:"interval_ms"`
-	Last       Percentiles `json:"last"`  // the last interval
-	Total      Percentiles `json:"total"` // merged since the dashboard started
+	Key        string       `json:"key"`
+	Topic      string       `json:"topic"`
+	Subscriber string       `json:"subscriber"`
+	Host       string       `json:"host"`
+	Provider   string       `json:"provider"`
+	CrossHost  bool         `json:"cross_host"`
+	Received   uint64       `json:"received"`
+	Gaps       uint64       `json:"gaps"`
+	Overruns   uint64       `json:"overruns"`
+	Rate       float64      `json:"rate"`
+	Negative   uint64       `json:"negative"`  // clamped latencies since the dashboard started
+	Saturated  uint64       `json:"saturated"` // idem
+	Intervals  uint64       `json:"intervals"`
+	LastEnd    int64        `json:"last_end"` // Unix ms
+	IntervalMs int64        `json:"interval_ms"`
+	Last       Percentiles  `json:"last"`       // the last interval
+	Total      Percentiles  `json:"total"`      // merged since the dashboard started
 	Curve      []CurvePoint `json:"curve"`      // of Total
 	LastCurve  []CurvePoint `json:"last_curve"` // of Last
-	Points     []Point   `json:"points,omitempty"`
+	Points     []Point      `json:"points,omitempty"`
 }
 
 // series is the store's state for one topic and subscriber.
 type series struct {
-	view  SeriesView
-	last  *hdrhistogram.Histogram
-	total *hdrhistogram.Histogram
+	view    SeriesView
+	last    *hdrhistogram.Histogram
+	total   *hdrhistogram.Histogram
 	start   time.Time // first interval's start, for the hlog
 	lastEnd time.Time
-	hlog  *hlogFile
+	hlog    *hlogFile
 }
 
 // store holds every series; safe for concurrent use.
