@@ -37,6 +37,9 @@ func (q *QP) serve(c net.Conn, peerMax uint32) {
 			}
 		}
 		if _, err = io.ReadFull(br, hdr[:]); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				err = fmt.Errorf("%w: truncated request header: %w", ErrFrame, err)
+			}
 			break
 		}
 		var r request

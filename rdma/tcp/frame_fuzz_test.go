@@ -1,0 +1,177 @@
+package tcp
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+func encodeRequest(r request) []byte {
+	b := make([]byte, reqHeaderLen)
+	r.put(b)
+	return b
+}
+
+func encodeResponse(r response) []byte {
+	b := make([]byte, respHeaderLen)
+	r.put(b)
+	return b
+}
+
+func TestDecodeRequest_RoundTripsEveryOp(t *testing.T) {
+	for _, r := range []request{
+		{op: rdma.OpWrite, len: 8, seq: 1, raddr: 0x7f0000001000, rkey: 0x12345678},
+		{op: rdma.OpWriteImm, len: 0, seq: 2, raddr: 1, rkey: 2, imm: 3},
+		{op: rdma.OpRead, len: 100, seq: 3, raddr: 1, rkey: 2},
+		{op: rdma.OpCompareAndSwap, seq: 4, raddr: 8, rkey: 9, arg1: 10, arg2: 11},
+		{op: rdma.OpFetchAndAdd, seq: 5, raddr: 8, rkey: 9, arg1: 1},
+		{op: rdma.OpSend, len: 5, seq: 6, imm: 7},
+	} {
+		got, err := decodeRequest(encodeRequest(r), 1<<20)
+		require.NoError(t, err, r.op)
+		assert.Equal(t, r, got)
+	}
+}
+
+func TestDecodeRequest_RejectsGarbage(t *testing.T) {
+	good := request{op: rdma.OpWrite, len: 8, seq: 1, raddr: 64, rkey: 1 << 20}
+	cases := map[string][]byte{
+		"short":           encodeRequest(good)[:47],
+		"long":            append(encodeRequest(good), 0),
+		"unknown op":      encodeRequest(request{op: 99, seq: 1}),
+		"op zero":         encodeRequest(request{seq: 1}),
+		"seq zero":        encodeRequest(request{op: rdma.OpWrite}),
+		"len over limit":  encodeRequest(request{op: rdma.OpWrite, len: 1<<20 + 1, seq: 1}),
+		"read over limit": encodeRequest(request{op: rdma.OpRead, len: 1<<20 + 1, seq: 1}),
+		"atomic with len": encodeRequest(request{op: rdma.OpFetchAndAdd, len: 8, seq: 1}),
+		"write with imm":  encodeRequest(request{op: rdma.OpWrite, seq: 1, imm: 1}),
+		"send with rkey":  encodeRequest(request{op: rdma.OpSend, seq: 1, rkey: 1}),
+		"faa with swap":   encodeRequest(request{op: rdma.OpFetchAndAdd, seq: 1, arg2: 1}),
+	}
+	reserved := encodeRequest(good)
+	reserved[2] = 1
+	cases["reserved bytes"] = reserved
+	for name, b := range cases {
+		_, err := decodeRequest(b, 1<<20)
+		assert.ErrorIs(t, err, ErrFrame, name)
+	}
+}
+
+func TestDecodeResponse_RejectsGarbage(t *testing.T) {
+	cases := map[string][]byte{
+		"short":           make([]byte, 23),
+		"unknown kind":    encodeResponse(response{kind: 0x90, seq: 1}),
+		"seq zero":        encodeResponse(response{kind: respAck}),
+		"ack with status": encodeResponse(response{kind: respAck, seq: 1, status: rdma.StatusRemoteAccess}),
+		"nak of success":  encodeResponse(response{kind: respNak, seq: 1}),
+		"nak of flushed":  encodeResponse(response{kind: respNak, seq: 1, status: rdma.StatusFlushed}),
+		"read too long":   encodeResponse(response{kind: respRead, seq: 1, len: 1<<20 + 1}),
+		"atomic with len": encodeResponse(response{kind: respAtomic, seq: 1, len: 8}),
+	}
+	for name, b := range cases {
+		_, err := decodeResponse(b, 1<<20)
+		assert.ErrorIs(t, err, ErrFrame, name)
+	}
+}
+
+func TestHandshake_RoundTripAndRejects(t *testing.T) {
+	h := hello{host: "host-a", dstQPN: 1, srcQPN: 2, dstNonce: 3, srcNonce: 4, maxMsg: 5}
+	got, err := readHello(bytes.NewReader(h.marshal()))
+	require.NoError(t, err)
+	assert.Equal(t, h, got)
+
+	b := h.marshal()
+	b[4] = 2
+	_, err = readHello(bytes.NewReader(b))
+	assert.ErrorIs(t, err, ErrHandshakeVersion)
+	b = h.marshal()
+	b[0] = 'X'
+	_, err = readHello(bytes.NewReader(b))
+	assert.ErrorIs(t, err, ErrHandshake)
+	_, err = readHello(bytes.NewReader(h.marshal()[:40])) // host id cut short
+	assert.ErrorIs(t, err, ErrHandshake)
+
+	st, max, err := decodeReply(marshalReply(hsRefused, 9))
+	require.NoError(t, err)
+	assert.Equal(t, hsRefused, st)
+	assert.Equal(t, uint32(9), max)
+	_, _, err = decodeReply(marshalReply(7, 9))
+	assert.ErrorIs(t, err, ErrHandshake)
+}
+
+// FuzzDecodeRequest: any 48 bytes either fail with ErrFrame or decode to a
+// request that encodes to the same bytes and respects the limit.
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add(encodeRequest(request{op: rdma.OpWrite, len: 8, seq: 1, raddr: 64, rkey: 1 << 20}))
+	f.Add(encodeRequest(request{op: rdma.OpCompareAndSwap, seq: 9, raddr: 64, rkey: 1 << 20, arg1: 1, arg2: 2}))
+	f.Add(encodeRequest(request{op: rdma.OpSend, len: 3, seq: 2, imm: 4}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeRequest(b, 4096)
+		if err != nil {
+			if !bytes.Contains([]byte(err.Error()), []byte("tcp: malformed frame")) {
+				t.Fatalf("error does not wrap ErrFrame: %v", err)
+			}
+			return
+		}
+		if r.len > 4096 || r.seq == 0 {
+			t.Fatalf("accepted out of range request %+v", r)
+		}
+		if again := encodeRequest(r); !bytes.Equal(again, b) {
+			t.Fatalf("round trip changed bytes:\n%x\n%x", b, again)
+		}
+	})
+}
+
+func FuzzDecodeResponse(f *testing.F) {
+	f.Add(encodeResponse(response{kind: respAck, seq: 5}))
+	f.Add(encodeResponse(response{kind: respNak, status: rdma.StatusRemoteAccess, seq: 5}))
+	f.Add(encodeResponse(response{kind: respRead, len: 8, seq: 5}))
+	f.Add(encodeResponse(response{kind: respAtomic, seq: 5, value: 77}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeResponse(b, 4096)
+		if err != nil {
+			return
+		}
+		if r.len > 4096 || r.seq == 0 || (r.kind == respNak) != (r.status != rdma.StatusSuccess) {
+			t.Fatalf("accepted bad response %+v", r)
+		}
+		if again := encodeResponse(r); !bytes.Equal(again, b) {
+			t.Fatalf("round trip changed bytes:\n%x\n%x", b, again)
+		}
+	})
+}
+
+func FuzzReadHello(f *testing.F) {
+	f.Add((&hello{host: "h", dstQPN: 1, srcQPN: 2, dstNonce: 3, srcNonce: 4, maxMsg: 5}).marshal())
+	f.Add([]byte("TBQP"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rd := bytes.NewReader(b)
+		h, err := readHello(rd)
+		if err != nil {
+			return
+		}
+		used := len(b) - rd.Len()
+		if again := h.marshal(); !bytes.Equal(again, b[:used]) {
+			t.Fatalf("round trip changed bytes:\n%x\n%x", b[:used], again)
+		}
+	})
+}
+
+func FuzzDecodeReply(f *testing.F) {
+	f.Add(marshalReply(hsOK, 4096))
+	f.Add(marshalReply(hsNotFound, 0))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, max, err := decodeReply(b)
+		if err != nil {
+			return
+		}
+		if again := marshalReply(st, max); !bytes.Equal(again, b) {
+			t.Fatalf("round trip changed bytes:\n%x\n%x", b, again)
+		}
+	})
+}
