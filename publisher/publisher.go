@@ -1,0 +1,523 @@
+package publisher
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/tick"
+)
+
+// Sentinel errors. Test them with errors.Is.
+var (
+	// ErrClosed: the publisher was closed.
+	ErrClosed = errors.New("publisher: closed")
+	// ErrTooLarge: a message larger than the topic's slot payload. Nothing
+	// was published.
+	ErrTooLarge = errors.New("publisher: message larger than the slot payload")
+)
+
+// Config configures a Publisher.
+type Config struct {
+	// Topic to publish on (one NATS subject token). Required.
+	Topic string
+	// ID names the publisher among the topic's publishers on its node;
+	// default the node id.
+	ID string
+	// PublisherID is stamped on every tick; default random non-zero.
+	PublisherID uint32
+	// Provider is the device the home, the writer and every queue pair use:
+	// "shm" (default; peers on this host) or "tcp".
+	Provider string
+	// SlotSize bounds every message of the topic if this publisher becomes
+	// its home (default 128: a tick and room to spare); JournalSlots is the
+	// home's journal (default 0: none).
+	SlotSize     int
+	JournalSlots int
+	// Claim is ring.ClaimCAS (default) or ring.ClaimFAA.
+	Claim ring.ClaimMode
+	// MaxBatch bounds PublishBatch (default 64).
+	MaxBatch int
+	// Timeout bounds each wait of the writer (default 1s).
+	Timeout time.Duration
+	// Idle is what the writer does while it waits (default rdma.Yield{}).
+	Idle rdma.IdleStrategy
+	// ConnectTimeout bounds connecting to a subscriber or the home
+	// (default 5s).
+	ConnectTimeout time.Duration
+	Logger         zerolog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Provider == "" {
+		c.Provider = rdma.ProviderShm
+	}
+	if c.SlotSize == 0 {
+		c.SlotSize = 128
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 64
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = 5 * time.Second
+	}
+	for c.PublisherID == 0 {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.PublisherID = binary.LittleEndian.Uint32(b[:])
+	}
+	switch {
+	case c.Topic == "":
+		return fmt.Errorf("%w: Topic is empty", ErrInvalidConfig)
+	case c.Provider != rdma.ProviderShm && c.Provider != rdma.ProviderTCP:
+		return fmt.Errorf("%w: Provider %q, want shm or tcp", ErrInvalidConfig, c.Provider)
+	case c.SlotSize-ring.SlotHeaderSize < tick.Size:
+		return fmt.Errorf("%w: SlotSize %d leaves no room for a %d-byte tick after the %d-byte header", ErrInvalidConfig, c.SlotSize, tick.Size, ring.SlotHeaderSize)
+	case c.ConnectTimeout < 0:
+		return fmt.Errorf("%w: ConnectTimeout %v, want > 0", ErrInvalidConfig, c.ConnectTimeout)
+	}
+	return nil
+}
+
+// Publisher puts messages on one topic: it finds or becomes the topic's
+// home, and writes every message into every subscriber's ring. One
+// goroutine publishes; the rest is safe from any.
+type Publisher struct {
+	cfg  Config
+	node *bus.Node
+	dev  rdma.Device
+	log  zerolog.Logger
+
+	// Hot path: the publishing goroutine.
+	w   *ring.Writer
+	buf [tick.Size]byte
+
+	pub    *bus.Publication
+	home   *ring.Home     // when this publisher is the topic's home
+	homeQP rdma.QueuePair // the writer's QP to the home
+	cq     rdma.CompletionQueue
+
+	mu      sync.Mutex
+	closed  bool
+	ready   bool                 // the writer exists
+	pending []bus.SubscriberInfo // reported before the writer existed
+	targets map[string]*target   // subscriber key → target
+	nextID  uint64
+	homeAcc []conn // QPs other publishers connected to our home
+	dropped map[uint64]bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type target struct {
+	id   uint64
+	info bus.SubscriberInfo
+	conn conn
+}
+
+type conn struct {
+	qp rdma.QueuePair
+	cq rdma.CompletionQueue
+}
+
+func (c conn) close() error {
+	var errs []error
+	if c.qp != nil {
+		errs = append(errs, c.qp.Close())
+	}
+	if c.cq != nil {
+		errs = append(errs, c.cq.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// QP and CQ sizes: the writer's staging (1024 slots by default) must exceed
+// every QP's send depth; it signals one write in 16.
+const (
+	sendDepth = 256
+	cqDepth   = 8192
+)
+
+// New makes a publisher of cfg.Topic on node: it finds the topic's home or
+// becomes it (ctx bounds that), connects a queue pair to it, makes the
+// writer, and from then on connects to every subscriber, present and
+// future, and drops those that go. The node and the device set stay the
+// caller's.
+func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*Publisher, error) {
+	if node == nil || devs == nil {
+		return nil, fmt.Errorf("%w: node and devices are required", ErrInvalidConfig)
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if cfg.ID == "" {
+		cfg.ID = node.ID()
+	}
+	dev, err := devs.Get(cfg.Provider)
+	if err != nil {
+		return nil, err
+	}
+	p := &Publisher{cfg: cfg, node: node, dev: dev, targets: map[string]*target{}, dropped: map[uint64]bool{},
+		log: cfg.Logger.With().Str("topic", cfg.Topic).Str("publisher", cfg.ID).Logger()}
+	if p.cq, err = dev.CreateCQ(cqDepth); err != nil {
+		return nil, fmt.Errorf("publisher: %w", err)
+	}
+	p.pub, err = node.Publish(ctx, bus.PublishSpec{
+		Topic: cfg.Topic, ID: cfg.ID,
+		NewHome:            p.newHome,
+		AcceptHome:         p.acceptHome,
+		ValidateSubscriber: validateSubscriber,
+		OnSubscriber:       p.onSubscriber,
+		OnSubscriberGone:   p.onSubscriberGone,
+		OnHomeLost: func(h bus.HomeInfo, err error) {
+			p.log.Error().Err(err).Str("home", h.Node.ID).Msg("publisher: the topic's home is gone; publishing will fail")
+		},
+	})
+	if err != nil {
+		_ = p.cq.Close()
+		if p.home != nil {
+			_ = p.home.Close()
+		}
+		return nil, fmt.Errorf("publisher: %w", err)
+	}
+	if err := p.connectHome(ctx); err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	p.mu.Lock()
+	p.ready = true
+	pending := p.pending
+	p.pending = nil
+	p.mu.Unlock()
+	for _, s := range pending {
+		p.onSubscriber(s)
+	}
+	p.log.Info().Bool("home", p.pub.IsHome()).Uint32("id", cfg.PublisherID).Msg("publisher: up")
+	return p, nil
+}
+
+func validateSubscriber(s bus.SubscriberInfo) error {
+	var d ring.RingDesc
+	return d.UnmarshalBinary(s.Ring)
+}
+
+// newHome makes the topic's sequencer here.
+func (p *Publisher) newHome(_ context.Context, topic string) ([]byte, error) {
+	h, err := ring.NewHome(p.dev, ring.HomeConfig{JournalSlots: p.cfg.JournalSlots, SlotSize: p.cfg.SlotSize, Logger: p.cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.home = h
+	p.mu.Unlock()
+	p.log.Info().Msg("publisher: this node is the topic's home")
+	return h.Desc().MarshalBinary()
+}
+
+// acceptHome serves another publisher's connect to our home.
+func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
+	if req.Endpoint.Provider != p.dev.Provider() {
+		return bus.ConnectReply{}, fmt.Errorf("publisher: the home of %s is on %s, the connect came over %s (set bus.provider alike everywhere)",
+			p.cfg.Topic, p.dev.Provider(), req.Endpoint.Provider)
+	}
+	c, err := p.newConn()
+	if err != nil {
+		return bus.ConnectReply{}, err
+	}
+	if err := c.qp.Connect(ctx, req.Endpoint); err != nil {
+		_ = c.close()
+		return bus.ConnectReply{}, err
+	}
+	p.mu.Lock()
+	if p.closed || p.home == nil {
+		p.mu.Unlock()
+		_ = c.close()
+		return bus.ConnectReply{}, ErrClosed
+	}
+	p.homeAcc = append(p.homeAcc, c)
+	desc, err := p.home.Desc().MarshalBinary()
+	p.mu.Unlock()
+	if err != nil {
+		return bus.ConnectReply{}, err
+	}
+	return bus.ConnectReply{Endpoint: c.qp.LocalEndpoint(), Region: desc}, nil
+}
+
+func (p *Publisher) newConn() (conn, error) {
+	cq, err := p.dev.CreateCQ(cqDepth)
+	if err != nil {
+		return conn{}, err
+	}
+	qp, err := p.dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: sendDepth, RecvDepth: 16})
+	if err != nil {
+		_ = cq.Close()
+		return conn{}, err
+	}
+	return conn{qp: qp, cq: cq}, nil
+}
+
+// connectHome connects the writer's QP to the home (a loopback pair when
+// the home is here) and makes the writer.
+func (p *Publisher) connectHome(ctx context.Context) error {
+	hi := p.pub.Home()
+	var hd ring.HomeDesc
+	if err := hd.UnmarshalBinary(hi.Descriptor); err != nil {
+		return fmt.Errorf("publisher: home descriptor from %s: %w", hi.Node.ID, err)
+	}
+	qp, err := p.dev.CreateQP(rdma.QPConfig{SendCQ: p.cq, RecvCQ: p.cq, SendDepth: sendDepth, RecvDepth: 16})
+	if err != nil {
+		return fmt.Errorf("publisher: %w", err)
+	}
+	p.homeQP = qp
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
+	defer cancel()
+	if hi.Local {
+		peer, err := p.newConn()
+		if err != nil {
+			return fmt.Errorf("publisher: %w", err)
+		}
+		p.mu.Lock()
+		p.homeAcc = append(p.homeAcc, peer)
+		p.mu.Unlock()
+		errc := make(chan error, 1)
+		go func() { errc <- peer.qp.Connect(cctx, qp.LocalEndpoint()) }()
+		if err := qp.Connect(cctx, peer.qp.LocalEndpoint()); err != nil {
+			<-errc
+			return fmt.Errorf("publisher: loopback to the home: %w", err)
+		}
+		if err := <-errc; err != nil {
+			return fmt.Errorf("publisher: loopback to the home: %w", err)
+		}
+	} else {
+		rep, err := p.node.Connect(cctx, hi.Node.ID, bus.ConnectRequest{Topic: p.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
+		if err != nil {
+			return fmt.Errorf("publisher: connect to the home on %s: %w", hi.Node.ID, err)
+		}
+		if err := qp.Connect(cctx, rep.Endpoint); err != nil {
+			return fmt.Errorf("publisher: connect to the home on %s: %w", hi.Node.ID, err)
+		}
+	}
+	w, err := ring.NewWriter(ring.WriterConfig{Device: p.dev, CQ: p.cq, HomeQP: qp, Home: hd, PublisherID: p.cfg.PublisherID,
+		Claim: p.cfg.Claim, MaxBatch: p.cfg.MaxBatch, Timeout: p.cfg.Timeout, Idle: p.cfg.Idle,
+		OnTargetDropped: p.onTargetDropped, Logger: p.cfg.Logger})
+	if err != nil {
+		return fmt.Errorf("publisher: %w", err)
+	}
+	p.w = w
+	return nil
+}
+
+// onTargetDropped runs on the publishing goroutine when a subscriber's QP
+// failed: note it; the bus's OnSubscriberGone (or Close) releases the QP.
+// One log line per dropped target, never per tick.
+func (p *Publisher) onTargetDropped(id uint64, err error) {
+	p.mu.Lock()
+	p.dropped[id] = true
+	p.mu.Unlock()
+	p.log.Warn().Uint64("target", id).Err(err).Msg("publisher: subscriber's queue pair failed; dropped it")
+}
+
+// onSubscriber connects to a subscriber's ring and adds it to the writer.
+func (p *Publisher) onSubscriber(s bus.SubscriberInfo) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	if !p.ready {
+		p.pending = append(p.pending, s)
+		p.mu.Unlock()
+		return
+	}
+	p.nextID++
+	id := p.nextID
+	p.mu.Unlock()
+	if err := p.addTarget(id, s); err != nil {
+		p.log.Warn().Str("subscriber", s.Key()).Err(err).Msg("publisher: cannot reach subscriber")
+	}
+}
+
+func (p *Publisher) addTarget(id uint64, s bus.SubscriberInfo) error {
+	c, err := p.newConn()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
+	defer cancel()
+	rep, err := p.node.Connect(ctx, s.Node.ID, bus.ConnectRequest{Topic: p.cfg.Topic, Kind: bus.TargetSubscriber, ID: s.ID, Endpoint: c.qp.LocalEndpoint()})
+	if err != nil {
+		_ = c.close()
+		return err
+	}
+	if err := c.qp.Connect(ctx, rep.Endpoint); err != nil {
+		_ = c.close()
+		return err
+	}
+	var rd ring.RingDesc
+	if err := rd.UnmarshalBinary(rep.Region); err != nil {
+		_ = c.close()
+		return fmt.Errorf("ring descriptor in the connect reply: %w", err)
+	}
+	if _, err := p.w.AddTarget(ring.Target{ID: id, QP: c.qp, CQ: c.cq, Ring: rd}); err != nil {
+		_ = c.close()
+		return err
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		_ = p.w.RemoveTarget(id)
+		_ = c.close()
+		return ErrClosed
+	}
+	p.targets[s.Key()] = &target{id: id, info: s, conn: c}
+	p.mu.Unlock()
+	p.log.Info().Str("subscriber", s.Key()).Uint64("target", id).Msg("publisher: subscriber connected")
+	return nil
+}
+
+// onSubscriberGone removes a subscriber that withdrew, left or timed out.
+func (p *Publisher) onSubscriberGone(s bus.SubscriberInfo, reason error) {
+	p.mu.Lock()
+	t := p.targets[s.Key()]
+	delete(p.targets, s.Key())
+	p.mu.Unlock()
+	if t == nil {
+		return
+	}
+	if err := p.w.RemoveTarget(t.id); err != nil && !errors.Is(err, ring.ErrNoTarget) {
+		p.log.Warn().Err(err).Uint64("target", t.id).Msg("publisher: remove target")
+	}
+	_ = t.conn.close()
+	p.log.Info().Str("subscriber", s.Key()).Err(reason).Msg("publisher: subscriber gone; dropped its queue pair")
+}
+
+// Subscribers is how many subscriber rings the writer writes into now.
+func (p *Publisher) Subscribers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.targets)
+}
+
+// WaitSubscribers waits until at least n subscribers are connected, or ctx
+// ends.
+func (p *Publisher) WaitSubscribers(ctx context.Context, n int) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for p.Subscribers() < n {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("publisher: %d of %d subscribers connected: %w", p.Subscribers(), n, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// IsHome reports whether the topic's home is this publisher.
+func (p *Publisher) IsHome() bool { return p.pub.IsHome() }
+
+// MaxPayload is the largest message the topic's slots carry.
+func (p *Publisher) MaxPayload() int {
+	var hd ring.HomeDesc
+	if err := hd.UnmarshalBinary(p.pub.Home().Descriptor); err != nil {
+		return 0
+	}
+	return hd.MaxPayload()
+}
+
+// Publish claims the next sequence and writes one message of type typ
+// into every subscriber's ring. publishNs is the time latency is measured
+// from (time.Now().UnixNano(), or a paced feed's intended send time). It
+// returns the sequence. It allocates nothing, takes no lock, makes no
+// syscall on shm. Errors are ring's sentinels (ErrTooLarge for an
+// oversize payload).
+func (p *Publisher) Publish(typ uint16, payload []byte, publishNs int64) (uint64, error) {
+	seq, err := p.w.Publish(typ, payload, publishNs)
+	if err == ring.ErrPayloadTooLarge {
+		return 0, ErrTooLarge
+	}
+	return seq, err
+}
+
+// PublishTick encodes t (its PubTime is the publish time) and publishes it.
+func (p *Publisher) PublishTick(t *tick.Tick) (uint64, error) {
+	if _, err := tick.Encode(p.buf[:], t); err != nil {
+		return 0, err
+	}
+	return p.Publish(tick.MessageType, p.buf[:], t.PubTime)
+}
+
+// PublishBatch claims len(msgs) consecutive sequences at once and writes
+// them in order (Seq and Publisher of each are ignored); it returns the
+// first sequence.
+func (p *Publisher) PublishBatch(msgs []ring.Tick) (uint64, error) {
+	seq, err := p.w.PublishBatch(msgs)
+	if err == ring.ErrPayloadTooLarge {
+		return 0, ErrTooLarge
+	}
+	return seq, err
+}
+
+// PublishAt publishes at exactly sequence seq: with two redundant feed
+// lines publishing the same sequences, the first wins and the other gets
+// ring.ErrLost (drop the copy).
+func (p *Publisher) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int64) (uint64, error) {
+	got, err := p.w.PublishAt(seq, typ, payload, publishNs)
+	if err == ring.ErrPayloadTooLarge {
+		return 0, ErrTooLarge
+	}
+	return got, err
+}
+
+// Stats are the writer's counters.
+func (p *Publisher) Stats() ring.WriterStats { return p.w.Stats() }
+
+// Close withdraws the publisher (if it is the topic's home, the home goes
+// with it), stops the writer and closes every queue pair. Do not call it
+// while a publish runs. Idempotent.
+func (p *Publisher) Close() error {
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		var errs []error
+		errs = append(errs, p.pub.Close())
+		p.mu.Lock()
+		targets := p.targets
+		p.targets = map[string]*target{}
+		acc := p.homeAcc
+		p.homeAcc = nil
+		home := p.home
+		p.mu.Unlock()
+		if p.w != nil {
+			errs = append(errs, p.w.Close())
+		}
+		for _, t := range targets {
+			errs = append(errs, t.conn.close())
+		}
+		if p.homeQP != nil {
+			errs = append(errs, p.homeQP.Close())
+		}
+		for _, c := range acc {
+			errs = append(errs, c.close())
+		}
+		errs = append(errs, p.cq.Close())
+		if home != nil {
+			errs = append(errs, home.Close())
+		}
+		p.closeErr = errors.Join(errs...)
+		p.log.Info().Msg("publisher: closed")
+	})
+	return p.closeErr
+}

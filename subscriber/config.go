@@ -1,0 +1,97 @@
+package subscriber
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tickbus/tickbus/internal/stats"
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
+)
+
+// Sentinel errors. Test them with errors.Is.
+var (
+	// ErrInvalidConfig: a configuration value is out of range; the message
+	// names it.
+	ErrInvalidConfig = errors.New("subscriber: invalid configuration")
+	// ErrClosed: the subscriber was closed.
+	ErrClosed = errors.New("subscriber: closed")
+	// ErrRefused: a publisher asked to connect over a provider the ring is
+	// not registered on.
+	ErrRefused = errors.New("subscriber: connect refused")
+)
+
+// Config configures a Subscriber.
+type Config struct {
+	// Topic to subscribe to (one NATS subject token). Required.
+	Topic string
+	// ID names the subscriber among the topic's subscribers on its node;
+	// default the node id.
+	ID string
+	// Slots and SlotSize shape the ring (defaults 4096 and 128).
+	Slots, SlotSize int
+	// Mode is ring.Lossy (default) or ring.Reliable.
+	Mode ring.Mode
+	// GapTimeout: how long a claimed but unwritten sequence may block the
+	// ring before it is reported as a gap (default 100ms).
+	GapTimeout time.Duration
+	// MaxBatch bounds one OnTicks call (default 256).
+	MaxBatch int
+	// Provider is the device the ring is registered on, which every
+	// publisher must reach it through: "shm" (default; publishers on this
+	// host) or "tcp".
+	Provider string
+	// Idle is Run's idle strategy (default rdma.NewBackoff()).
+	Idle rdma.IdleStrategy
+	// StatsInterval between stats messages (default 1s); negative disables
+	// the stats loop.
+	StatsInterval time.Duration
+	// OnStats, if set, gets every stats message after it is published (from
+	// the stats goroutine): the command line prints its status line here.
+	OnStats func(*stats.Message)
+	// DrainQuiet is how long Close polls after the last delivery before it
+	// considers the ring drained (default 100ms; at most 2s of draining).
+	DrainQuiet time.Duration
+	Logger     zerolog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Slots == 0 {
+		c.Slots = 4096
+	}
+	if c.SlotSize == 0 {
+		c.SlotSize = 128
+	}
+	if c.Mode == 0 {
+		c.Mode = ring.Lossy
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 256
+	}
+	if c.Provider == "" {
+		c.Provider = rdma.ProviderShm
+	}
+	if c.Idle == nil {
+		c.Idle = rdma.NewBackoff()
+	}
+	if c.StatsInterval == 0 {
+		c.StatsInterval = time.Second
+	}
+	if c.DrainQuiet == 0 {
+		c.DrainQuiet = 100 * time.Millisecond
+	}
+	switch {
+	case c.Topic == "":
+		return fmt.Errorf("%w: Topic is empty", ErrInvalidConfig)
+	case c.Provider != rdma.ProviderShm && c.Provider != rdma.ProviderTCP:
+		return fmt.Errorf("%w: Provider %q, want shm or tcp", ErrInvalidConfig, c.Provider)
+	case c.StatsInterval > 0 && c.StatsInterval < 10*time.Millisecond:
+		return fmt.Errorf("%w: StatsInterval %v, want at least 10ms (or negative: off)", ErrInvalidConfig, c.StatsInterval)
+	case c.DrainQuiet < 0 || c.DrainQuiet > 2*time.Second:
+		return fmt.Errorf("%w: DrainQuiet %v, want 0..2s", ErrInvalidConfig, c.DrainQuiet)
+	}
+	return nil
+}
