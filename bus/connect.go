@@ -119,6 +119,9 @@ func (n *Node) acceptFor(cr ConnectRequest) AcceptFunc {
 }
 
 func (n *Node) respond(req micro.Request, w *wireMsg) {
+	if req.Reply() == "" {
+		return // a plain publish on the connect subject: nobody to answer
+	}
 	w.Node = nodeOf(n.self)
 	b, err := encode(w)
 	if err == nil {

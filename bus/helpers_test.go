@@ -3,6 +3,8 @@ package bus_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -168,3 +170,7 @@ func subSpec(topic, id string, rec *recorder) bus.SubscribeSpec {
 		OnPublisherGone: func(p bus.PublisherInfo, err error) { rec.add("pub-" + p.Key()) },
 	}
 }
+
+func isErr(err, target error) bool { return errors.Is(err, target) }
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tickbus/tickbus/internal/stats"
+
 	"github.com/tickbus/tickbus/rdma"
 )
 
@@ -92,43 +94,51 @@ func (n *Node) Stats() Stats {
 	return s
 }
 
-// StatsSubject is the subject of a subscriber's periodic stats message:
-// P.stats.<topic>.<subscriber>.
+// StatsSubject is the subject of a subscriber's periodic stats message,
+// as internal/stats names it: P.stats.<topic>.<subscriber>.
 func (n *Node) StatsSubject(topic, subscriber string) string {
-	return n.subject("stats", topic, subscriber)
+	return stats.Subject(n.cfg.Prefix, topic, subscriber)
 }
 
 // PublishStats publishes msg (bytes in internal/stats's format; the bus does
 // not read them) on StatsSubject(topic, subscriber).
 func (n *Node) PublishStats(topic, subscriber string, msg []byte) error {
-	if err := checkToken("topic", topic); err != nil {
-		return err
-	}
-	if err := checkToken("subscriber", subscriber); err != nil {
-		return err
+	return n.PublishStatsSubject(n.StatsSubject(topic, subscriber), msg)
+}
+
+// PublishStatsSubject publishes msg on subject, which must lie under
+// P.stats. It has the shape of stats.PublishFunc, so a subscriber can pass
+// node.PublishStatsSubject to (*stats.Reporter).Publish.
+func (n *Node) PublishStatsSubject(subject string, msg []byte) error {
+	base := strings.TrimSuffix(stats.SubjectAll(n.cfg.Prefix), ">")
+	rest, ok := strings.CutPrefix(subject, base)
+	if !ok || rest == "" || strings.ContainsAny(rest, "*> \t\r\n") {
+		return fmt.Errorf("%w: stats subject %q, want one under %s", ErrInvalidConfig, subject, base)
 	}
 	if n.isClosed() {
 		return ErrClosed
 	}
-	if err := n.nc.Publish(n.StatsSubject(topic, subscriber), msg); err != nil {
+	if err := n.nc.Publish(subject, msg); err != nil {
 		return fmt.Errorf("bus: publish stats: %w", err)
 	}
 	return nil
 }
 
-// StatsFunc receives one stats message. msg is only valid during the call.
-type StatsFunc func(topic, subscriber string, msg []byte)
+// StatsFunc receives one stats message and its subject; decode it with
+// internal/stats (the body names topic and subscriber exactly). msg is only
+// valid during the call.
+type StatsFunc func(subject string, msg []byte)
 
 // SubscribeStats calls f for every stats message of topic ("" for every
 // topic), one at a time, until the returned stop function is called or the
 // node closes.
 func (n *Node) SubscribeStats(topic string, f StatsFunc) (stop func() error, err error) {
-	subj := n.subject("stats", ">")
+	subj := stats.SubjectAll(n.cfg.Prefix)
 	if topic != "" {
 		if err := checkToken("topic", topic); err != nil {
 			return nil, err
 		}
-		subj = n.subject("stats", topic, "*")
+		subj = strings.TrimSuffix(stats.Subject(n.cfg.Prefix, topic, "x"), "x") + "*"
 	}
 	if f == nil {
 		return nil, fmt.Errorf("%w: SubscribeStats with nil func", ErrInvalidConfig)
@@ -136,15 +146,7 @@ func (n *Node) SubscribeStats(topic string, f StatsFunc) (stop func() error, err
 	if n.isClosed() {
 		return nil, ErrClosed
 	}
-	prefix := n.cfg.Prefix + ".stats."
-	sub, err := n.nc.Subscribe(subj, func(m *nats.Msg) {
-		t, s, ok := strings.Cut(strings.TrimPrefix(m.Subject, prefix), ".")
-		if !ok || !validToken(t) || !validToken(s) {
-			n.badInput("stats", fmt.Errorf("%w: stats subject %q", ErrMalformed, m.Subject))
-			return
-		}
-		f(t, s, m.Data)
-	})
+	sub, err := n.nc.Subscribe(subj, func(m *nats.Msg) { f(m.Subject, m.Data) })
 	if err != nil {
 		return nil, fmt.Errorf("bus: subscribe stats: %w", err)
 	}

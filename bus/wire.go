@@ -169,7 +169,12 @@ func (w *wireMsg) validate() error {
 		return nil
 	}
 	switch w.Kind {
-	case kindHeartbeat, kindBye, kindWho:
+	case kindHeartbeat, kindBye:
+		if w.Topic != "" {
+			return bad("%s: topic %q, want none", w.Kind, w.Topic)
+		}
+		return nil
+	case kindWho:
 		if w.Topic != "" {
 			return needTopic()
 		}

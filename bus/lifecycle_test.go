@@ -1,0 +1,88 @@
+package bus_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/bus"
+)
+
+func TestNode_Close_SaysGoodbye_PeersDropAtOnce(t *testing.T) {
+	ctx := context.Background()
+	slow := func(id, url string) bus.Config {
+		c := testConfig(id, url)
+		c.HeartbeatTimeout = time.Minute // only a goodbye can drop a peer within the test
+		return c
+	}
+	var downs recorder
+	ca := slow("a", "")
+	ca.OnPeerDown = func(p bus.PeerInfo, err error) {
+		if isErr(err, bus.ErrPeerLeft) {
+			downs.add("left " + p.ID)
+		}
+	}
+	a := openNode(t, ca)
+	b := openNode(t, slow("b", a.ClientURL()))
+	var rec recorder
+	pub, err := a.Publish(ctx, pubSpec("g", &rec))
+	require.NoError(t, err)
+	_, err = b.Subscribe(ctx, subSpec("g", "s", &rec))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(pub.Subscribers()) == 1 }, eventually, tick)
+
+	require.NoError(t, b.Close())
+	require.NoError(t, b.Close(), "Close is idempotent")
+	require.Eventually(t, func() bool { return len(a.Peers()) == 0 }, eventually, tick)
+	require.Eventually(t, func() bool { return downs.count("left b") == 1 }, eventually, tick)
+	assert.Equal(t, 1, rec.count("sub-b/s"))
+	assert.Empty(t, pub.Subscribers())
+
+	_, err = b.Subscribe(ctx, subSpec("g", "again", &rec))
+	require.ErrorIs(t, err, bus.ErrClosed)
+	_, err = b.Publish(ctx, pubSpec("g", &rec))
+	require.ErrorIs(t, err, bus.ErrClosed)
+	require.ErrorIs(t, b.PublishStats("g", "s", []byte("x")), bus.ErrClosed)
+}
+
+func TestNode_ServerRestart_ReconnectsReannouncesAndFindsNewNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts a nats-server process and waits out reconnect backoff; skipped in -short")
+	}
+	ctx := context.Background()
+	port := freePort(t)
+	srv, url := startNatsd(t, port)
+	fast := func(id string) bus.Config {
+		c := testConfig(id, url)
+		c.NATS.ReconnectWait = 20 * time.Millisecond
+		c.NATS.ReconnectMax = 200 * time.Millisecond
+		return c
+	}
+	a := openNode(t, fast("a"))
+	b := openNode(t, fast("b"))
+	var rec recorder
+	_, err := b.Subscribe(ctx, subSpec("r", "s", &rec))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(a.Peers()) == 1 && len(b.Peers()) == 1 }, eventually, tick)
+
+	srv.kill()
+	require.Eventually(t, func() bool { return !a.Connected() && !b.Connected() }, eventually, tick)
+	time.Sleep(2 * hbTimeout) // longer than the heartbeat timeout: ageing must pause while NATS is away
+	assert.Equal(t, []string{"b"}, peerIDs(a), "a peer must not age out while NATS is down")
+
+	startNatsd(t, port)
+	require.Eventually(t, func() bool { return a.Connected() && b.Connected() }, eventually, tick)
+	assert.GreaterOrEqual(t, a.Stats().Reconnects, uint64(1))
+
+	c := openNode(t, fast("c"))
+	var pubRec recorder
+	pub, err := c.Publish(ctx, pubSpec("r", &pubRec))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(a.Peers()) == 2 && len(b.Peers()) == 2 }, eventually, tick,
+		"a sees %v, b sees %v", peerIDs(a), peerIDs(b))
+	require.Eventually(t, func() bool { return len(pub.Subscribers()) == 1 }, eventually, tick)
+	require.Eventually(t, func() bool { return rec.count("pub+c/c") == 1 }, eventually, tick)
+}
