@@ -1,0 +1,158 @@
+package ring
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+func sampleHome() HomeDesc {
+	return HomeDesc{Epoch: 0xabc, Start: 1, JournalSlots: 64, SlotSize: 128,
+		Region: rdma.RemoteRegion{Addr: 0x7f0000000000, RKey: 5, Len: uint64(regionSize(64, 128))}}
+}
+
+func sampleRing() RingDesc {
+	return RingDesc{Mode: Reliable, Epoch: 0xdef, Start: 10, Slots: 1024, SlotSize: 256,
+		Region: rdma.RemoteRegion{Addr: 0x7f0000100000, RKey: 6, Len: uint64(regionSize(1024, 256))}}
+}
+
+func sampleCredit() CreditDesc {
+	return CreditDesc{PublisherID: 3, Epoch: 9, Cell: rdma.RemoteRegion{Addr: 0x7f0000200080, RKey: 7, Len: 8}}
+}
+
+func TestDescs_RoundTrip(t *testing.T) {
+	h := sampleHome()
+	b, err := h.MarshalBinary()
+	require.NoError(t, err)
+	require.Len(t, b, HomeDescSize)
+	var h2 HomeDesc
+	require.NoError(t, h2.UnmarshalBinary(b))
+	assert.Equal(t, h, h2)
+
+	r := sampleRing()
+	b, err = r.MarshalBinary()
+	require.NoError(t, err)
+	require.Len(t, b, RingDescSize)
+	var r2 RingDesc
+	require.NoError(t, r2.UnmarshalBinary(b))
+	assert.Equal(t, r, r2)
+
+	c := sampleCredit()
+	b, err = c.MarshalBinary()
+	require.NoError(t, err)
+	require.Len(t, b, CreditDescSize)
+	var c2 CreditDesc
+	require.NoError(t, c2.UnmarshalBinary(b))
+	assert.Equal(t, c, c2)
+}
+
+func TestDescs_Unmarshal_RejectBadInputAndLeaveValue(t *testing.T) {
+	good, err := sampleRing().MarshalBinary()
+	require.NoError(t, err)
+	mut := func(f func(b []byte)) []byte {
+		b := append([]byte{}, good...)
+		f(b)
+		return b
+	}
+	cases := map[string]struct {
+		b    []byte
+		want error
+	}{
+		"empty":        {nil, ErrMalformed},
+		"truncated":    {good[:len(good)-1], ErrMalformed},
+		"trailing":     {append(append([]byte{}, good...), 0), ErrMalformed},
+		"version 2":    {mut(func(b []byte) { b[0] = 2 }), ErrUnknownVersion},
+		"home kind":    {mut(func(b []byte) { b[1] = kindHome }), ErrMalformed},
+		"mode 7":       {mut(func(b []byte) { b[2] = 7 }), ErrMalformed},
+		"slots 3":      {mut(func(b []byte) { b[len(b)-8] = 3 }), ErrMalformed},
+		"slot size 65": {mut(func(b []byte) { b[len(b)-4] = 65; b[len(b)-3] = 0 }), ErrMalformed},
+		"short region": {mut(func(b []byte) { b[len(b)-9] ^= 1 }), ErrMalformed},
+		"misaligned":   {mut(func(b []byte) { b[19] |= 1 }), ErrMalformed},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := RingDesc{Epoch: 42}
+			err := d.UnmarshalBinary(c.b)
+			require.ErrorIs(t, err, c.want)
+			assert.Equal(t, RingDesc{Epoch: 42}, d)
+		})
+	}
+	var h HomeDesc
+	require.ErrorIs(t, h.UnmarshalBinary(good), ErrMalformed, "a ring descriptor is not a home descriptor")
+	var cd CreditDesc
+	b, _ := sampleCredit().MarshalBinary()
+	b[len(b)-8] = 200 // cell of 200 bytes
+	require.ErrorIs(t, cd.UnmarshalBinary(b), ErrMalformed)
+}
+
+func TestDescs_Marshal_RejectsInvalid(t *testing.T) {
+	r := sampleRing()
+	r.Slots = 1000
+	_, err := r.MarshalBinary()
+	require.ErrorIs(t, err, ErrMalformed)
+	h := sampleHome()
+	h.Region.Len++
+	_, err = h.MarshalBinary()
+	require.ErrorIs(t, err, ErrMalformed)
+	r = sampleRing()
+	r.Start = 0
+	_, err = r.MarshalBinary()
+	require.ErrorIs(t, err, ErrMalformed)
+}
+
+// The fuzzers: any bytes either fail cleanly or decode to a valid value
+// whose encoding is the same bytes.
+func FuzzHomeDesc_Unmarshal(f *testing.F) {
+	good, _ := sampleHome().MarshalBinary()
+	f.Add(good)
+	f.Add([]byte{1, 'H'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var d HomeDesc
+		if d.UnmarshalBinary(b) != nil {
+			return
+		}
+		again, err := d.MarshalBinary()
+		if err != nil || !bytes.Equal(again, b) {
+			t.Fatalf("round trip: %v\n%x\n%x", err, b, again)
+		}
+	})
+}
+
+func FuzzRingDesc_Unmarshal(f *testing.F) {
+	good, _ := sampleRing().MarshalBinary()
+	f.Add(good)
+	f.Add([]byte{1, 'R', 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var d RingDesc
+		if d.UnmarshalBinary(b) != nil {
+			return
+		}
+		again, err := d.MarshalBinary()
+		if err != nil || !bytes.Equal(again, b) {
+			t.Fatalf("round trip: %v\n%x\n%x", err, b, again)
+		}
+		if d.MaxPayload() < MinSlotSize-SlotHeaderSize {
+			t.Fatalf("accepted slots too small: %+v", d)
+		}
+	})
+}
+
+func FuzzCreditDesc_Unmarshal(f *testing.F) {
+	good, _ := sampleCredit().MarshalBinary()
+	f.Add(good)
+	f.Add([]byte{1, 'C'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var d CreditDesc
+		if d.UnmarshalBinary(b) != nil {
+			return
+		}
+		again, err := d.MarshalBinary()
+		if err != nil || !bytes.Equal(again, b) {
+			t.Fatalf("round trip: %v\n%x\n%x", err, b, again)
+		}
+	})
+}

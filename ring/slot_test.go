@@ -1,0 +1,71 @@
+package ring
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func encodeSlot(size int, seq uint64, typ, flags uint16, payload []byte) []byte {
+	b := make([]byte, size)
+	binary.LittleEndian.PutUint64(b, seq)
+	putBody(b[offBody:], seq, 77, uint32(len(payload)), typ, flags, 5)
+	copy(b[SlotHeaderSize:], payload)
+	return b
+}
+
+func TestDecodeSlot_AcceptsWhatTheWriterWrites(t *testing.T) {
+	b := encodeSlot(128, 42, 7, 0x0100, []byte("hello"))
+	var tk Tick
+	require.Equal(t, slotOK, decodeSlot(b, 42, &tk))
+	assert.Equal(t, Tick{Seq: 42, PublishNs: 77, Type: 7, Flags: 0x0100, Publisher: 5, Payload: []byte("hello")}, tk)
+	assert.Equal(t, 5, cap(tk.Payload), "a view cannot be appended into the next slot")
+}
+
+func TestDecodeSlot_RejectsGarbage(t *testing.T) {
+	var tk Tick
+	good := encodeSlot(128, 42, 7, 0, []byte("hello"))
+	assert.Equal(t, slotCorrupt, decodeSlot(good, 43, &tk), "header of another lap")
+	b := append([]byte{}, good...)
+	b[SlotHeaderSize-1] ^= 1
+	assert.Equal(t, slotCorrupt, decodeSlot(b, 42, &tk), "bad check")
+	b = append([]byte{}, good...)
+	binary.LittleEndian.PutUint32(b[16:], 200)
+	assert.Equal(t, slotCorrupt, decodeSlot(b, 42, &tk), "len past the slot")
+	assert.Equal(t, slotCorrupt, decodeSlot(good[:20], 42, &tk), "short slot")
+	long := encodeSlot(64, 42, 0, 0, make([]byte, 32))
+	assert.Equal(t, slotOK, decodeSlot(long, 42, &tk))
+	assert.Equal(t, slotCorrupt, decodeSlot(long[:63], 42, &tk), "len one past a shorter slot")
+	skip := encodeSlot(64, 9, 0, FlagSkip, []byte{1, 2, 3})
+	assert.Equal(t, slotCorrupt, decodeSlot(skip, 9, &tk), "skip slot must carry 8 bytes")
+}
+
+// FuzzDecodeSlot: a reader decoding a slot other processes wrote must never
+// panic, never hand out a payload past the slot, and accept only headers
+// whose check binds them to the sequence.
+func FuzzDecodeSlot(f *testing.F) {
+	f.Add(encodeSlot(64, 1, 0, 0, []byte("x")), uint64(1))
+	f.Add(encodeSlot(128, 99, 3, FlagSkip, binary.LittleEndian.AppendUint64(nil, 120)), uint64(99))
+	f.Add(make([]byte, 64), uint64(0))
+	f.Fuzz(func(t *testing.T, slot []byte, seq uint64) {
+		var tk Tick
+		st := decodeSlot(slot, seq, &tk)
+		if st != slotOK {
+			return
+		}
+		if len(tk.Payload) > len(slot)-SlotHeaderSize {
+			t.Fatalf("payload of %d bytes from a slot of %d", len(tk.Payload), len(slot))
+		}
+		n := binary.LittleEndian.Uint32(slot[16:])
+		if headerCheck(seq, tk.PublishNs, n, tk.Type, tk.Flags, tk.Publisher) != binary.LittleEndian.Uint32(slot[28:]) {
+			t.Fatal("accepted a header whose check does not match")
+		}
+		if tk.Flags&FlagSkip != 0 {
+			if to := skipTo(&tk); to != 0 && (to < seq || to-seq >= MaxSkip) {
+				t.Fatalf("skip range %d..%d accepted", seq, to)
+			}
+		}
+	})
+}
