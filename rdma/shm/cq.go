@@ -23,7 +23,7 @@ import (
 type CQ struct {
 	dev     *Device
 	q       *swcq.CQ
-	credits atomic.Int64 // free room in q; PostSend takes, Poll gives back
+	credits atomic.Int64  // free room in q; PostSend takes, Poll gives back
 	polling atomic.Uint64 // odd while a Poll runs; control paths wait (waitGen) before unmapping
 	recvQPs atomic.Pointer[[]*QP]
 	closed  atomic.Bool

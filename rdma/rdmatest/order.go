@@ -1,0 +1,153 @@
+package rdmatest
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+var orderTests = []test{
+	{"PayloadThenStamp_ReaderNeverSeesStampFirst", testPayloadThenStamp},
+}
+
+// Layout of the stamp test in the target region: the stamp word at 0, the
+// payload words from 64.
+const (
+	stampOff     = 0
+	payloadOff   = 64
+	payloadWords = 6
+)
+
+func stampRounds() int {
+	if testing.Short() {
+		return 2000
+	}
+	return 20000
+}
+
+// writeStamps writes rounds of (payload of words = k, then stamp = k) for
+// k = 1..rounds, both inline, on one QP, signalling every 16th, polling
+// cq when the send queue is full. Safe in any goroutine.
+func writeStamps(qp rdma.QueuePair, cq rdma.CompletionQueue, rr rdma.RemoteRegion, rounds int) error {
+	var payload [payloadWords * 8]byte
+	var stamp [8]byte
+	pay := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagInline, Remote: rdma.RemoteAddr{Addr: rr.Addr + payloadOff, RKey: rr.RKey}}
+	st := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagInline, Remote: rdma.RemoteAddr{Addr: rr.Addr + stampOff, RKey: rr.RKey}}
+	buf := make([]rdma.Completion, 32)
+	var idle rdma.Yield
+	post := func(wr *rdma.WorkRequest) error {
+		for spins := 0; ; spins++ {
+			err := qp.PostSend(wr)
+			if !errors.Is(err, rdma.ErrSendQueueFull) {
+				return err
+			}
+			n := cq.Poll(buf)
+			for _, c := range buf[:n] {
+				if c.Status != rdma.StatusSuccess {
+					return fmt.Errorf("rdmatest: stamp write completed with %s", c.Status)
+				}
+			}
+			if spins > 1e7 {
+				return errors.New("rdmatest: send queue stayed full")
+			}
+			idle.Idle(n)
+		}
+	}
+	for k := uint64(1); k <= uint64(rounds); k++ {
+		// Pace the rounds a little and let a reader in this process run,
+		// so the reader sees many stamps, not just the last.
+		for t0 := time.Now(); time.Since(t0) < time.Microsecond; {
+		}
+		if k%32 == 0 {
+			runtime.Gosched()
+		}
+		for w := range payloadWords {
+			putU64(payload[w*8:], k)
+		}
+		putU64(stamp[:], k)
+		pay.Inline, st.Inline = payload[:], stamp[:]
+		st.Flags = rdma.FlagInline
+		if k%16 == 0 || k == uint64(rounds) {
+			st.Flags |= rdma.FlagSignaled
+		}
+		st.ID, pay.ID = k, k
+		if err := post(&pay); err != nil {
+			return err
+		}
+		if err := post(&st); err != nil {
+			return err
+		}
+	}
+	// Drain the last signalled completion.
+	_, err := pollN(cq, 1, opTimeout)
+	return err
+}
+
+// readStamps spins on the stamp word of mem with atomic loads until it
+// reads final, and checks each time that every payload word (atomic loads)
+// is at least the stamp: the payload of round k was written before stamp k.
+// It returns how many stamps it checked.
+func readStamps(mem []byte, final uint64) (int, error) {
+	stamp := (*uint64)(unsafe.Pointer(&mem[stampOff]))
+	var words [payloadWords]*uint64
+	for w := range words {
+		words[w] = (*uint64)(unsafe.Pointer(&mem[payloadOff+8*w]))
+	}
+	var idle rdma.Yield
+	checked, last := 0, uint64(0)
+	for spins := 0; ; spins++ {
+		s := atomic.LoadUint64(stamp) // pairs with the provider's atomic 8-byte store
+		if s != last {
+			if s < last {
+				return checked, fmt.Errorf("rdmatest: stamp went back from %d to %d", last, s)
+			}
+			for w, p := range words {
+				if v := atomic.LoadUint64(p); v < s {
+					return checked, fmt.Errorf("rdmatest: stamp %d visible before its payload (word %d = %d)", s, w, v)
+				}
+			}
+			checked++
+			last = s
+			spins = 0
+		}
+		if s == final {
+			return checked, nil
+		}
+		if spins > 5e7 {
+			return checked, fmt.Errorf("rdmatest: stamp stuck at %d of %d", s, final)
+		}
+		idle.Idle(0)
+	}
+}
+
+func testPayloadThenStamp(t *testing.T, p Provider) {
+	x := newPair(t, p, pairOpts{sendDepth: 64})
+	clear(x.target.Bytes())
+	rounds := stampRounds()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		n, err := readStamps(x.target.Bytes(), uint64(rounds))
+		done <- result{n, err}
+	}()
+	<-started
+	err := writeStamps(x.a, x.cqA, x.target.Remote(), rounds)
+	r := <-done
+	require.NoError(t, err)
+	require.NoError(t, r.err)
+	t.Logf("%d rounds written, reader checked %d distinct stamps", rounds, r.n)
+	require.Greater(t, r.n, 1, "the reader ran alongside the writer")
+}

@@ -1,0 +1,364 @@
+package rdmatest
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/internal/child"
+	"github.com/tickbus/tickbus/rdma"
+)
+
+var processTests = []test{
+	{"Atomics_RacingProcesses", testAtomicsRacingProcesses},
+	{"PayloadThenStamp_FromAnotherProcess", testStampsFromProcess},
+	{"PeerKilled_QPErrors_NothingHangs", testPeerKilled},
+}
+
+// RegisterChildRoles registers the peer-process role the suite spawns for
+// p. Call it once (in init or TestMain, before child.Main) in the
+// provider's test binary:
+//
+//	func TestMain(m *testing.M) {
+//		rdmatest.RegisterChildRoles(prov)
+//		child.Main()
+//		os.Exit(m.Run())
+//	}
+func RegisterChildRoles(p Provider) {
+	child.Register(peerRole(p), func(args []string) int { return peerMain(p, os.Stdin, os.Stdout) })
+}
+
+func peerRole(p Provider) string { return "rdmatest-peer-" + p.Name }
+
+// The peer process speaks a line protocol on stdin/stdout. On start it
+// prints "EP <hex endpoint>" and "MR <hex remote region>" (a 4 KiB region
+// with every right), then answers each command with one line, "OK …" or
+// "ERR …":
+//
+//	CONNECT <hex endpoint>         connect its QP to ours
+//	FAA <hex region> <n>           atomicRacer: n FAA and n CAS increments;
+//	                               answers "OK <won values…>"
+//	STAMPS <hex region> <rounds>   writeStamps into our region
+//
+// It exits when stdin closes.
+func peerMain(p Provider, in io.Reader, out io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(out, "ERR %v\n", err)
+		return 1
+	}
+	d, err := p.Open()
+	if err != nil {
+		return fail(err)
+	}
+	defer d.Close()
+	cq, err := d.CreateCQ(1024)
+	if err != nil {
+		return fail(err)
+	}
+	qp, err := d.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 64, RecvDepth: 16})
+	if err != nil {
+		return fail(err)
+	}
+	mr, err := d.RegisterMemory(4096, rdma.AccessLocalWrite|rdma.AccessRemote)
+	if err != nil {
+		return fail(err)
+	}
+	local, err := d.RegisterMemory(4096, rdma.AccessLocalWrite)
+	if err != nil {
+		return fail(err)
+	}
+	ep, _ := qp.LocalEndpoint().MarshalBinary()
+	rr, _ := mr.Remote().MarshalBinary()
+	fmt.Fprintf(out, "EP %x\nMR %x\n", ep, rr)
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			fmt.Fprintf(out, "ERR bad command %q\n", sc.Text())
+			continue
+		}
+		raw, err := hex.DecodeString(f[1])
+		if err != nil {
+			fmt.Fprintf(out, "ERR %v\n", err)
+			continue
+		}
+		switch {
+		case f[0] == "CONNECT":
+			var rep rdma.Endpoint
+			err = rep.UnmarshalBinary(raw)
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				err = qp.Connect(ctx, rep)
+				cancel()
+			}
+			reply(out, err, "")
+		case f[0] == "FAA" && len(f) == 3:
+			var r rdma.RemoteRegion
+			n, err := strconv.Atoi(f[2])
+			if err == nil {
+				err = r.UnmarshalBinary(raw)
+			}
+			var won []uint64
+			if err == nil {
+				won, err = atomicRacer(qp, cq, local, r, n)
+			}
+			var sb strings.Builder
+			for _, v := range won {
+				sb.WriteString(" " + strconv.FormatUint(v, 10))
+			}
+			reply(out, err, sb.String())
+		case f[0] == "STAMPS" && len(f) == 3:
+			var r rdma.RemoteRegion
+			n, err := strconv.Atoi(f[2])
+			if err == nil {
+				err = r.UnmarshalBinary(raw)
+			}
+			if err == nil {
+				err = writeStamps(qp, cq, r, n)
+			}
+			reply(out, err, "")
+		default:
+			fmt.Fprintf(out, "ERR unknown command %q\n", f[0])
+		}
+	}
+	return 0
+}
+
+func reply(out io.Writer, err error, rest string) {
+	if err != nil {
+		fmt.Fprintf(out, "ERR %v\n", err)
+		return
+	}
+	fmt.Fprintf(out, "OK%s\n", rest)
+}
+
+// peerProc is a running peer process.
+type peerProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+	ep    rdma.Endpoint
+	mr    rdma.RemoteRegion
+	once  sync.Once
+}
+
+// startPeer spawns a peer process and reads its endpoint and region. The
+// test's cleanup closes its stdin and, if it lingers, kills it.
+func startPeer(t *testing.T, p Provider) *peerProc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd, err := child.Command(ctx, peerRole(p))
+	if err != nil {
+		cancel()
+		t.Skipf("rdmatest: cannot spawn peer processes (did TestMain call rdmatest.RegisterChildRoles and child.Main?): %v", err)
+	}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	pp := &peerProc{cmd: cmd, stdin: stdin, lines: make(chan string, 16)}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			pp.lines <- sc.Text()
+		}
+		close(pp.lines)
+	}()
+	t.Cleanup(func() {
+		pp.stop()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(opTimeout):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		cancel()
+	})
+	ep, err := hex.DecodeString(strings.TrimPrefix(pp.next(t), "EP "))
+	require.NoError(t, err)
+	require.NoError(t, pp.ep.UnmarshalBinary(ep))
+	mr, err := hex.DecodeString(strings.TrimPrefix(pp.next(t), "MR "))
+	require.NoError(t, err)
+	require.NoError(t, pp.mr.UnmarshalBinary(mr))
+	return pp
+}
+
+func (pp *peerProc) stop() { pp.once.Do(func() { _ = pp.stdin.Close() }) }
+
+// next returns the next line the peer printed.
+func (pp *peerProc) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case l, ok := <-pp.lines:
+		require.True(t, ok, "peer process exited")
+		return l
+	case <-time.After(time.Minute):
+		t.Fatal("peer process silent for a minute")
+		return ""
+	}
+}
+
+// send writes a command line.
+func (pp *peerProc) send(t *testing.T, format string, args ...any) {
+	t.Helper()
+	_, err := fmt.Fprintf(pp.stdin, format+"\n", args...)
+	require.NoError(t, err)
+}
+
+// ok reads a reply and requires "OK"; it returns the rest.
+func (pp *peerProc) ok(t *testing.T) string {
+	t.Helper()
+	l := pp.next(t)
+	require.True(t, strings.HasPrefix(l, "OK"), "peer: %s", l)
+	return strings.TrimSpace(strings.TrimPrefix(l, "OK"))
+}
+
+func hexOf(t *testing.T, m interface{ MarshalBinary() ([]byte, error) }) string {
+	t.Helper()
+	b, err := m.MarshalBinary()
+	require.NoError(t, err)
+	return hex.EncodeToString(b)
+}
+
+// connectPeer makes a QP on d, connects both ways with pp's QP, and
+// returns it with its CQ.
+func connectPeer(t *testing.T, d rdma.Device, pp *peerProc) (rdma.QueuePair, rdma.CompletionQueue) {
+	t.Helper()
+	cq, err := d.CreateCQ(256)
+	require.NoError(t, err)
+	qp, err := d.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 64, RecvDepth: 4})
+	require.NoError(t, err)
+	pp.send(t, "CONNECT %s", hexOf(t, qp.LocalEndpoint()))
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	require.NoError(t, qp.Connect(ctx, pp.ep))
+	pp.ok(t)
+	return qp, cq
+}
+
+func testAtomicsRacingProcesses(t *testing.T, p Provider) {
+	procs := 2
+	if testing.Short() {
+		procs = 1
+	}
+	n := atomicRounds()
+	d := openDevice(t, p)
+	target, err := d.RegisterMemory(4096, rdma.AccessRemote|rdma.AccessLocalWrite)
+	require.NoError(t, err)
+	peers := make([]*peerProc, procs)
+	for i := range peers {
+		peers[i] = startPeer(t, p)
+		connectPeer(t, d, peers[i])
+	}
+	// A loopback QP pair in this process races as well.
+	lcq, err := d.CreateCQ(16)
+	require.NoError(t, err)
+	la, err := d.CreateQP(rdma.QPConfig{SendCQ: lcq, RecvCQ: lcq, SendDepth: 4})
+	require.NoError(t, err)
+	lb, err := d.CreateQP(rdma.QPConfig{SendCQ: lcq, RecvCQ: lcq, SendDepth: 4})
+	require.NoError(t, err)
+	connect(t, la, lb)
+	llocal, err := d.RegisterMemory(4096, rdma.AccessLocalWrite)
+	require.NoError(t, err)
+
+	for _, pp := range peers {
+		pp.send(t, "FAA %s %d", hexOf(t, target.Remote()), n)
+	}
+	won, err := atomicRacer(la, lcq, llocal, target.Remote(), n)
+	require.NoError(t, err)
+	for _, pp := range peers {
+		for _, f := range strings.Fields(pp.ok(t)) {
+			v, err := strconv.ParseUint(f, 10, 64)
+			require.NoError(t, err)
+			won = append(won, v)
+		}
+	}
+	total := (procs + 1) * n
+	assert.Equal(t, uint64(total), u64(target.Bytes()[faaOff:]), "sum of fetch-and-adds from %d processes", procs+1)
+	assert.Equal(t, uint64(total), u64(target.Bytes()[casOff:]), "CAS counter")
+	checkWon(t, won, total)
+}
+
+func testStampsFromProcess(t *testing.T, p Provider) {
+	d := openDevice(t, p)
+	target, err := d.RegisterMemory(4096, rdma.AccessRemote|rdma.AccessLocalWrite)
+	require.NoError(t, err)
+	pp := startPeer(t, p)
+	connectPeer(t, d, pp)
+	rounds := stampRounds()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		n, err := readStamps(target.Bytes(), uint64(rounds))
+		done <- result{n, err}
+	}()
+	<-started
+	pp.send(t, "STAMPS %s %d", hexOf(t, target.Remote()), rounds)
+	r := <-done
+	require.NoError(t, r.err)
+	checked := r.n
+	pp.ok(t)
+	t.Logf("%d rounds written by another process, reader checked %d distinct stamps", rounds, checked)
+}
+
+func testPeerKilled(t *testing.T, p Provider) {
+	d := openDevice(t, p)
+	pp := startPeer(t, p)
+	qp, cq := connectPeer(t, d, pp)
+	local, err := d.RegisterMemory(4096, rdma.AccessLocalWrite)
+	require.NoError(t, err)
+	wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagSignaled, Local: rdma.LocalSGE(local, 0, 8), Remote: rdma.RemoteAddr{Addr: pp.mr.Addr, RKey: pp.mr.RKey}}
+	require.NoError(t, qp.PostSend(&wr))
+	require.Equal(t, rdma.StatusSuccess, waitN(t, cq, 1)[0].Status)
+
+	require.NoError(t, pp.cmd.Process.Signal(syscall.SIGKILL))
+	// Keep posting: sooner or later a request fails and the QP is in ERR.
+	deadline := time.Now().Add(opTimeout)
+	var last rdma.Completion
+	for last.Status == rdma.StatusSuccess {
+		require.True(t, time.Now().Before(deadline), "no failure within %v of the peer's death", opTimeout)
+		wr.ID++
+		if err := qp.PostSend(&wr); err != nil {
+			require.True(t, errors.Is(err, rdma.ErrSendQueueFull), "PostSend: %v", err)
+		}
+		cs, err := pollN(cq, 1, opTimeout)
+		require.NoError(t, err)
+		last = cs[0]
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("first failure after the peer died: %s", last.Status)
+	waitState(t, qp, rdma.QPError)
+	wr.ID = 999
+	require.NoError(t, qp.PostSend(&wr))
+	for {
+		c := waitN(t, cq, 1)[0]
+		if c.ID == 999 {
+			assert.Equal(t, rdma.StatusFlushed, c.Status)
+			return
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package rdmatest
+
+import (
+	"testing"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// Provider is what a provider's test hands the suite.
+type Provider struct {
+	// Name is the provider name its devices report (rdma.ProviderShm, …).
+	// It also names the child roles, so it must be unique per test binary.
+	Name string
+	// Open returns a fresh device. It is called in the test process and in
+	// the peer processes the suite spawns, so it must not depend on a
+	// *testing.T. The suite closes every device it opens.
+	Open func() (rdma.Device, error)
+}
+
+// Run runs every conformance test against p, each as a subtest. Tests that
+// spawn processes need RegisterChildRoles(p) and child.Main() in TestMain;
+// under -short the heavier variants run smaller.
+func Run(t *testing.T, p Provider) {
+	if p.Name == "" || p.Open == nil {
+		t.Fatal("rdmatest: Provider needs Name and Open")
+	}
+	groups := []struct {
+		name  string
+		tests []test
+	}{
+		{"Device", deviceTests},
+		{"QP", qpTests},
+		{"Ops", opTests},
+		{"Errors", errorTests},
+		{"Order", orderTests},
+		{"Atomics", atomicTests},
+		{"Signal", signalTests},
+		{"Regions", regionTests},
+		{"Close", closeTests},
+		{"Process", processTests},
+		{"Allocs", allocTests},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			for _, tc := range g.tests {
+				t.Run(tc.name, func(t *testing.T) { tc.run(t, p) })
+			}
+		})
+	}
+}
+
+type test struct {
+	name string
+	run  func(t *testing.T, p Provider)
+}
