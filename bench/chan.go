@@ -39,6 +39,7 @@ type chanTx struct {
 	p      *chanPipe
 	w      int
 	filler []byte
+	codec  *msgCodec
 	idle   rdma.IdleStrategy
 }
 
@@ -60,8 +61,8 @@ func (t *chanTx) push(f frame, deadline int64) error {
 func (t *chanTx) send(seq, ts, deadline int64) error {
 	off := (t.w % t.p.frames) * t.p.fsize
 	m := t.p.pool[off : off+t.p.size]
-	putHeader(m, seq, ts)
-	copy(m[16:], t.filler)
+	t.codec.encode(m, seq, ts)
+	copy(m[MinSize:], t.filler)
 	return t.push(frame{off: off, n: 1}, deadline)
 }
 
@@ -69,8 +70,8 @@ func (t *chanTx) sendBatch(seq0 int64, n int, ts, deadline int64) error {
 	off := (t.w % t.p.frames) * t.p.fsize
 	for i := range n {
 		m := t.p.pool[off+i*t.p.size : off+(i+1)*t.p.size]
-		putHeader(m, seq0+int64(i), ts)
-		copy(m[16:], t.filler)
+		t.codec.encode(m, seq0+int64(i), ts)
+		copy(m[MinSize:], t.filler)
 	}
 	return t.push(frame{off: off, n: n}, deadline)
 }
@@ -81,6 +82,7 @@ type chanRx struct {
 	p       *chanPipe
 	cur     frame
 	scratch []byte
+	codec   *msgCodec
 	idle    rdma.IdleStrategy
 }
 
@@ -98,8 +100,7 @@ func (r *chanRx) next(deadline int64) (int64, int64, error) {
 	copy(r.scratch, r.p.pool[r.cur.off:r.cur.off+r.p.size])
 	r.cur.off += r.p.size
 	r.cur.n--
-	seq, ts := getHeader(r.scratch)
-	return seq, ts, nil
+	return r.codec.decode(r.scratch)
 }
 
 func (r *chanRx) close() error { return nil }
@@ -126,13 +127,13 @@ func (c *chanCase) throughput(ctx context.Context, cfg Config, batch int) (phase
 func (c *chanCase) run(_ context.Context, cfg Config, mode string, batch int, d time.Duration) (phase, error) {
 	a, b := newChanPipe(cfg.Size, batch), newChanPipe(cfg.Size, 1)
 	newIdle := func() rdma.IdleStrategy { s, _ := rdma.ParseIdle(cfg.Idle); return s }
-	tx := &chanTx{p: a, filler: make([]byte, cfg.Size-16), idle: newIdle()}
-	rx := &chanRx{p: a, scratch: make([]byte, cfg.Size), idle: newIdle()}
+	tx := &chanTx{p: a, filler: make([]byte, cfg.Size-MinSize), codec: newCodec(), idle: newIdle()}
+	rx := &chanRx{p: a, scratch: make([]byte, cfg.Size), codec: newCodec(), idle: newIdle()}
 	var echoTx txPort
 	var echoRx rxPort
 	if mode == modePingPong {
-		echoTx = &chanTx{p: b, filler: make([]byte, cfg.Size-16), idle: newIdle()}
-		echoRx = &chanRx{p: b, scratch: make([]byte, cfg.Size), idle: newIdle()}
+		echoTx = &chanTx{p: b, filler: make([]byte, cfg.Size-MinSize), codec: newCodec(), idle: newIdle()}
+		echoRx = &chanRx{p: b, scratch: make([]byte, cfg.Size), codec: newCodec(), idle: newIdle()}
 	}
 	cpu0 := selfCPU()
 	type subOut struct {

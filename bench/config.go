@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/tick"
 )
 
 // Case names, in the order the table shows them.
@@ -69,8 +70,8 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
-// MinSize is the smallest message: a sequence and a send time.
-const MinSize = 16
+// MinSize is the smallest message: a sequence and a tick.
+const MinSize = 8 + tick.Size
 
 // MaxSize bounds a message so that a ring slot stays within a page.
 const MaxSize = 4096

@@ -23,7 +23,7 @@ import (
 //	      subscriber, read by the publisher when the ring looks full)
 //	+256  slot[pos & (floorSlots-1)], slot size = Size rounded up to 64:
 //	        u64 stamp = pos+1, written last (atomic store)
-//	        i64 time, then filler
+//	        the tick (package tick), then filler
 const (
 	floorHeader = 256
 	floorSlots  = 4096
@@ -50,6 +50,7 @@ type floorTx struct {
 	pos      int64
 	head     int64 // cached subscriber position
 	filler   []byte
+	codec    *msgCodec
 	idle     rdma.IdleStrategy
 }
 
@@ -59,7 +60,13 @@ func openFloorTx(a roleArgs, topic int) (txPort, error) {
 		return nil, fmt.Errorf("bench: floor region %d: %w", topic, err)
 	}
 	idle, _ := rdma.ParseIdle(a.idle)
-	return &floorTx{b: b, size: a.size, slotSize: floorSlotSize(a.size), filler: make([]byte, a.size-16), idle: idle}, nil
+	return newFloorTx(b, a.size, idle), nil
+}
+
+// newFloorTx writes into b, a mapping of floorRegionSize(size) bytes; its
+// close unmaps b.
+func newFloorTx(b []byte, size int, idle rdma.IdleStrategy) *floorTx {
+	return &floorTx{b: b, size: size, slotSize: floorSlotSize(size), filler: make([]byte, size-MinSize), codec: newCodec(), idle: idle}
 }
 
 func (t *floorTx) room(n int, deadline int64) error {
@@ -80,8 +87,8 @@ func (t *floorTx) room(n int, deadline int64) error {
 func (t *floorTx) put(ts int64) {
 	off := floorHeader + int(t.pos&(floorSlots-1))*t.slotSize
 	s := t.b[off : off+t.size]
-	copy(s[16:], t.filler)
-	*(*int64)(unsafe.Pointer(&s[offTime])) = ts
+	t.codec.body(s[offTick:], t.pos, ts)
+	copy(s[MinSize:], t.filler)
 	t.pos++
 	// Release: the time and filler above are visible before the stamp;
 	// pairs with the subscriber's load of the stamp.
@@ -122,6 +129,7 @@ type floorRx struct {
 	pos       int64
 	published int64
 	scratch   []byte
+	codec     *msgCodec
 	idle      rdma.IdleStrategy
 }
 
@@ -131,7 +139,13 @@ func openFloorRx(a roleArgs, topic int) (rxPort, error) {
 		return nil, fmt.Errorf("bench: floor region %d: %w", topic, err)
 	}
 	idle, _ := rdma.ParseIdle(a.idle)
-	return &floorRx{b: b, size: a.size, slotSize: floorSlotSize(a.size), scratch: make([]byte, a.size), idle: idle}, nil
+	return newFloorRx(b, a.size, idle), nil
+}
+
+// newFloorRx reads from b, a mapping of floorRegionSize(size) bytes; its
+// close unmaps b.
+func newFloorRx(b []byte, size int, idle rdma.IdleStrategy) *floorRx {
+	return &floorRx{b: b, size: size, slotSize: floorSlotSize(size), scratch: make([]byte, size), codec: newCodec(), idle: idle}
 }
 
 func (r *floorRx) next(deadline int64) (int64, int64, error) {
@@ -154,7 +168,7 @@ func (r *floorRx) next(deadline int64) (int64, int64, error) {
 		}
 	}
 	copy(r.scratch, s) // consume the tick
-	ts := *(*int64)(unsafe.Pointer(&r.scratch[offTime]))
+	ts, err := r.codec.decodeBody(r.scratch[offTick:])
 	seq := r.pos
 	r.pos++
 	if r.pos&31 == 0 {
@@ -162,7 +176,7 @@ func (r *floorRx) next(deadline int64) (int64, int64, error) {
 		// Pairs with the publisher's load of head in room.
 		atomic.StoreUint64(u64at(r.b, 0), uint64(r.pos))
 	}
-	return seq, ts, nil
+	return seq, ts, err
 }
 
 func (r *floorRx) close() error {

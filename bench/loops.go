@@ -8,6 +8,7 @@ import (
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/tick"
 )
 
 // Errors of the loops.
@@ -21,21 +22,53 @@ var (
 // endMark as a message's time says "the publisher is done".
 const endMark = math.MinInt64
 
-// Message layout (every transport, every size): u64 seq, i64 time (intended
-// send time in a latency run, the publisher's start in a throughput run,
-// endMark at the end), then filler up to Config.Size.
+// Message layout (every transport, every size), 64 bytes for the default
+// size: u64 seq, then the 56-byte tick (package tick) whose PubTime is the
+// intended send time in a latency run, the publisher's start in a
+// throughput run, or endMark at the end; then filler up to Config.Size.
 const (
 	offSeq  = 0
-	offTime = 8
+	offTick = 8
 )
 
-func putHeader(b []byte, seq, ts int64) {
-	binary.LittleEndian.PutUint64(b[offSeq:], uint64(seq))
-	binary.LittleEndian.PutUint64(b[offTime:], uint64(ts))
+// msgCodec writes and reads messages; one per loop, it allocates nothing.
+type msgCodec struct {
+	t tick.Tick
 }
 
-func getHeader(b []byte) (seq, ts int64) {
-	return int64(binary.LittleEndian.Uint64(b[offSeq:])), int64(binary.LittleEndian.Uint64(b[offTime:]))
+// newCodec starts from a valid trade tick.
+func newCodec() *msgCodec {
+	return &msgCodec{t: tick.Tick{Instrument: 42, Venue: tick.Venue{'X', 'N', 'A', 'S'}, Kind: tick.Trade,
+		Price: 101 * tick.PriceScale, Size: 100, ExchTime: 1}}
+}
+
+// body encodes the tick of a message into b (tick.Size bytes).
+func (c *msgCodec) body(b []byte, seq, ts int64) {
+	c.t.PubTime = ts
+	c.t.ExchSeq = uint64(seq)
+	c.t.Price++
+	// The template is valid and b long enough, so this cannot fail.
+	_, _ = tick.Encode(b[:tick.Size], &c.t)
+}
+
+// encode writes a whole message header and tick into m.
+func (c *msgCodec) encode(m []byte, seq, ts int64) {
+	binary.LittleEndian.PutUint64(m[offSeq:], uint64(seq))
+	c.body(m[offTick:], seq, ts)
+}
+
+// decodeBody reads the tick and returns its time.
+func (c *msgCodec) decodeBody(b []byte) (int64, error) {
+	if err := tick.Decode(b[:tick.Size], &c.t); err != nil {
+		return 0, err
+	}
+	return c.t.PubTime, nil
+}
+
+// decode reads a message's sequence and time.
+func (c *msgCodec) decode(m []byte) (seq, ts int64, err error) {
+	ts, err = c.decodeBody(m[offTick:])
+	return int64(binary.LittleEndian.Uint64(m[offSeq:])), ts, err
 }
 
 // txPort sends messages of one topic. Sends spin (through the idle

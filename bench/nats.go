@@ -68,10 +68,11 @@ func natsConnect(url, name string) (*nats.Conn, error) {
 }
 
 type natsTx struct {
-	nc   *nats.Conn
-	subj string
-	buf  []byte
-	size int
+	nc    *nats.Conn
+	subj  string
+	buf   []byte
+	size  int
+	codec *msgCodec
 }
 
 func openNATSTx(a roleArgs, topic int) (txPort, error) {
@@ -79,18 +80,18 @@ func openNATSTx(a roleArgs, topic int) (txPort, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &natsTx{nc: nc, subj: natsSubject(topic), buf: make([]byte, a.size*a.batch), size: a.size}, nil
+	return &natsTx{nc: nc, subj: natsSubject(topic), buf: make([]byte, a.size*a.batch), size: a.size, codec: newCodec()}, nil
 }
 
 func (t *natsTx) send(seq, ts, _ int64) error {
 	m := t.buf[:t.size]
-	putHeader(m, seq, ts)
+	t.codec.encode(m, seq, ts)
 	return t.nc.Publish(t.subj, m)
 }
 
 func (t *natsTx) sendBatch(seq0 int64, n int, ts, _ int64) error {
 	for i := range n {
-		putHeader(t.buf[i*t.size:], seq0+int64(i), ts)
+		t.codec.encode(t.buf[i*t.size:], seq0+int64(i), ts)
 	}
 	return t.nc.Publish(t.subj, t.buf[:n*t.size])
 }
@@ -112,6 +113,7 @@ type natsRx struct {
 	cur     []byte
 	size    int
 	scratch []byte
+	codec   *msgCodec
 	idle    rdma.IdleStrategy
 }
 
@@ -120,7 +122,7 @@ func openNATSRx(a roleArgs, topic int) (rxPort, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &natsRx{nc: nc, ch: make(chan *nats.Msg, 1<<16), size: a.size, scratch: make([]byte, a.size)}
+	r := &natsRx{nc: nc, ch: make(chan *nats.Msg, 1<<16), size: a.size, scratch: make([]byte, a.size), codec: newCodec()}
 	r.idle, _ = rdma.ParseIdle(a.idle)
 	if r.sub, err = nc.ChanSubscribe(natsSubject(topic), r.ch); err != nil {
 		nc.Close()
@@ -151,8 +153,7 @@ func (r *natsRx) next(deadline int64) (int64, int64, error) {
 	}
 	copy(r.scratch, r.cur[:r.size])
 	r.cur = r.cur[r.size:]
-	seq, ts := getHeader(r.scratch)
-	return seq, ts, nil
+	return r.codec.decode(r.scratch)
 }
 
 func (r *natsRx) close() error {

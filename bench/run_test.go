@@ -88,3 +88,52 @@ func TestRun_Quick_WritesTableJSONAndHistogramLogs(t *testing.T) {
 	}
 	assert.Contains(t, out.String(), "ratio to tickbus-shm")
 }
+
+func TestRun_PingPong_MeasuresRoundTrips(t *testing.T) {
+	cfg := smallest(t)
+	cfg.PingPong = true
+	cfg.Scaling = false
+	cfg.Cases = []string{CaseNATS, CaseChan, CaseFloor}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	require.NoError(t, Run(ctx, cfg, &out), out.String())
+	raw, err := os.ReadFile(cfg.JSON)
+	require.NoError(t, err)
+	var cases []Result
+	require.NoError(t, json.Unmarshal(raw, &cases))
+	require.Len(t, cases, 3)
+	for _, c := range cases {
+		assert.Equal(t, "round-trip", c.Mode, c.Case)
+		if assert.NotNil(t, c.P50, c.Case) {
+			assert.Positive(t, *c.P50, c.Case)
+		}
+		// Every paced send came back: the samples are the sends.
+		assert.Equal(t, int64(cfg.Rate)*int64(cfg.Duration)/int64(time.Second), c.Samples, c.Case)
+	}
+	assert.Contains(t, out.String(), "round trip")
+}
+
+func TestRunPair_ChildThatCannotStart_IsAnErrorNotAHang(t *testing.T) {
+	cfg := smallest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// A floor run without its shared regions: the children cannot map fd 3.
+	_, err := runPair(ctx, cfg, pairSpec{transport: CaseFloor, mode: modeLatency, pubs: 1, subs: 1, batch: 1, duration: 50 * time.Millisecond})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "floor region")
+}
+
+func TestRun_UnavailableCase_IsARowThatSaysWhy(t *testing.T) {
+	cfg := smallest(t)
+	cfg.Cases = []string{CaseTickbusTCP}
+	c := newCase(CaseTickbusTCP)
+	err := c.setup(context.Background(), cfg)
+	require.NoError(t, c.close())
+	if err == nil {
+		t.Skip("tickbus-tcp is available in this build; nothing to check")
+	}
+	var out bytes.Buffer
+	require.NoError(t, Run(context.Background(), cfg, &out))
+	assert.Contains(t, out.String(), "tickbus-tcp: unavailable")
+}
