@@ -33,6 +33,10 @@ type Counters struct {
 	Corrupt   uint64 // slots that failed their check
 	Recovered uint64 // delivered from the journal
 	Next      uint64 // the next sequence the ring waits for
+	// JoinedAt is the first sequence delivered (0: none yet); BeforeJoin
+	// the sequences before it, published before this ring was written to.
+	JoinedAt   uint64
+	BeforeJoin uint64
 }
 
 // Lost is every sequence passed and not delivered.
@@ -54,9 +58,10 @@ type Subscriber struct {
 	h   recHandler
 	rec *stats.Recorder
 
-	rep       *stats.Reporter
-	stopStats chan struct{}
-	statsDone chan struct{}
+	rep        *stats.Reporter
+	joinLogged bool // stats goroutine, then Close
+	stopStats  chan struct{}
+	statsDone  chan struct{}
 
 	stop    atomic.Bool // Run returns when set
 	running sync.Mutex  // held by Run; Close waits on it
@@ -65,7 +70,7 @@ type Subscriber struct {
 	qps    map[string][]conn // publisher key → its queue pairs to this ring
 	closed bool
 
-	final     atomic.Pointer[Counters] // set before the ring is unmapped
+	final atomic.Pointer[Counters] // set before the ring is unmapped
 
 	closeOnce sync.Once
 	closeErr  error
@@ -77,9 +82,20 @@ type conn struct {
 }
 
 // recHandler records each tick's latency, then calls the user's handler.
+//
+// Joining: a ring announced while the topic is running starts at sequence
+// 1, so until its first tick arrives the reader reports the sequences
+// published before any publisher wrote into it as gaps or overruns. Those
+// were never this subscriber's: they are counted apart (BeforeJoin), not
+// passed to the handler, and the first delivered sequence is JoinedAt.
 type recHandler struct {
-	user Handler
-	rec  *stats.Recorder
+	user   Handler
+	rec    *stats.Recorder
+	joined bool // polling goroutine only
+
+	joinedAt    atomic.Uint64 // first delivered sequence; written once by the poller
+	joinGap     atomic.Uint64 // gap sequences before joinedAt
+	joinOverrun atomic.Uint64 // overrun sequences before joinedAt
 }
 
 func (h *recHandler) OnTicks(ts []ring.Tick) {
@@ -87,12 +103,26 @@ func (h *recHandler) OnTicks(ts []ring.Tick) {
 	for i := range ts {
 		h.rec.Record(now - ts[i].PublishNs)
 	}
+	if !h.joined {
+		h.joined = true
+		h.joinedAt.Store(ts[0].Seq) // pairs with the Load in Counters
+	}
 	if h.user != nil {
 		h.user.OnTicks(ts)
 	}
 }
 
 func (h *recHandler) OnEvent(ev ring.Event) {
+	if !h.joined {
+		switch ev.Kind {
+		case ring.EventGap:
+			h.joinGap.Add(ev.Count())
+			return
+		case ring.EventOverrun:
+			h.joinOverrun.Add(ev.Count())
+			return
+		}
+	}
 	if h.user != nil {
 		h.user.OnEvent(ev)
 	}
@@ -258,9 +288,11 @@ func (s *Subscriber) Counters() Counters {
 	if f := s.final.Load(); f != nil {
 		return *f // the ring is unmapped
 	}
+	jg, jo := s.h.joinGap.Load(), s.h.joinOverrun.Load() // before Stats: never more than it counted
 	st := s.reader.Stats()
-	return Counters{Received: st.Delivered, Gaps: st.Gap, Overruns: st.Overrun, Skips: st.Skip,
-		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next}
+	return Counters{Received: st.Delivered, Gaps: st.Gap - jg, Overruns: st.Overrun - jo, Skips: st.Skip,
+		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
+		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo}
 }
 
 // Topic is the topic subscribed.
@@ -295,6 +327,10 @@ func (s *Subscriber) statsLoop() {
 // in the caller's logger; the counters are totals, so nothing is lost.
 func (s *Subscriber) publishStats() {
 	c := s.Counters()
+	if !s.joinLogged && c.JoinedAt != 0 {
+		s.joinLogged = true
+		s.log.Info().Uint64("seq", c.JoinedAt).Uint64("earlier", c.BeforeJoin).Msg("subscriber: first tick")
+	}
 	m, err := s.rep.Next(stats.Counters{Received: c.Received, Gaps: c.Gaps, Overruns: c.Overruns})
 	if err != nil {
 		s.log.Warn().Err(err).Msg("subscriber: stats interval")

@@ -25,6 +25,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 	fs.IntVar(&c.Ring.Slots, "slots", c.Ring.Slots, "ring `slots` per subscriber (a power of two)")
 	fs.IntVar(&c.Ring.SlotSize, "slot-size", c.Ring.SlotSize, "`bytes` per ring slot, 32-byte header included (a multiple of 64)")
 	if cmd != "demo" {
+		fs.BoolVar(&c.JSON, "json", c.JSON, "print events and the final summary as JSON lines on stdout")
 		fs.Var((*urlList)(&c.Bus.NATS), "nats", "NATS server `URLs`, comma-separated; empty runs an embedded server")
 		fs.StringVar(&c.Bus.NodeID, "node-id", c.Bus.NodeID, "this node's `id` on the bus (default: host id and a random suffix)")
 	}
@@ -38,13 +39,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 	switch cmd {
 	case "pub":
 		fs.DurationVar(&c.Pub.Duration, "duration", c.Pub.Duration, "how `long` to publish; 0 until interrupted")
-		fs.DurationVar(&c.Pub.Wait, "wait", c.Pub.Wait, "wait up to this `long` for a first subscriber before publishing")
+		fs.DurationVar(&c.Pub.Wait, "wait", c.Pub.Wait, "wait up to this `long` for --wait-subs subscribers before publishing (0: publish at once)")
+		fs.IntVar(&c.Pub.WaitSubscribers, "wait-subs", c.Pub.WaitSubscribers, "`number` of subscribers --wait waits for")
 		fs.Uint64Var(&c.Pub.FirstInstrument, "first-instrument", c.Pub.FirstInstrument, "lowest instrument `id`")
 	case "sub":
 		fs.BoolVar(&c.Sub.Print, "print", c.Sub.Print, "print every tick")
 		fs.DurationVar(&c.Sub.Interval, "interval", c.Sub.Interval, "`time` between status lines")
 		fs.DurationVar(&c.Sub.Duration, "duration", c.Sub.Duration, "how `long` to run; 0 until interrupted")
-		fs.StringVar(&c.Ring.Mode, "mode", c.Ring.Mode, "flow control `mode`: lossy (never slow the publisher) or reliable")
 		fs.StringVar(&c.Sub.SeqLog, "seq-log", c.Sub.SeqLog, "(debugging) write every delivered sequence to `file`, one per line")
 	case "demo":
 		fs.DurationVar(&c.Demo.Duration, "duration", c.Demo.Duration, "how `long` the publisher runs")

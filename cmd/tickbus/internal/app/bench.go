@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"github.com/tickbus/tickbus/bench"
-	"github.com/tickbus/tickbus/internal/config"
 )
 
 func init() {
@@ -22,29 +21,8 @@ size, batch, cases, idle, quick, json, out, ...).`,
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg := bench.DefaultConfig()
-	var file string
-	logc := config.Default().Log
-	fs := flag.NewFlagSet("tickbus bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	config.RegisterCommon(fs, &file, &logc)
-	cfg.RegisterFlags(fs)
-	fs.Usage = func() { config.Usage(fs, "bench", commands["bench"].about) }
-	err := config.Parse(fs, args, &file, func(path string) error {
-		d := bench.DefaultConfig()
-		if err := config.DecodeFile(path, &d); err != nil {
-			return err
-		}
-		cfg = d
-		return nil
-	})
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err != nil {
-		return usageError(stderr, "bench", err)
-	}
-	log, err := logc.Logger(stderr)
+	cfg, log, err := parseExternal("bench", args, stderr, bench.DefaultConfig,
+		func(c *bench.Config, fs *flag.FlagSet) { c.RegisterFlags(fs) })
 	if err != nil {
 		return usageError(stderr, "bench", err)
 	}
@@ -52,7 +30,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := cfg.Validate(); err != nil {
 		return usageError(stderr, "bench", err)
 	}
-	if err := bench.Run(ctx, cfg, stdout); err != nil {
+	if err := bench.Run(ctx, *cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "tickbus bench: %v\n", err)
 		return ExitFailed
 	}
