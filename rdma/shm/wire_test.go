@@ -1,0 +1,98 @@
+package shm
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+func validFrames() []frame {
+	qs := uint64(queueBytes(16, 4096))
+	return []frame{
+		{typ: frameHello, dstQPN: 3, dstNonce: 0xdeadbeef, srcQPN: 9, srcNonce: 42},
+		{typ: frameWelcome, qCap: 16, qMaxSend: 4096, qSlot: slotSize(4096), qSize: qs},
+		{typ: frameRefuse, reason: refuseState},
+		{typ: frameRegionAdd, rkey: 0x1234abcd, access: rdma.AccessRemote, addr: 0x7f0000001000, length: 8192, fileOff: 4096},
+		{typ: frameRegionDel, rkey: 7},
+		{typ: frameReady},
+		{typ: frameAck, acked: frameRegionAdd, rkey: 7},
+	}
+}
+
+func TestFrame_RoundTrips(t *testing.T) {
+	for _, f := range validFrames() {
+		b := f.appendBinary(nil)
+		assert.LessOrEqual(t, len(b), maxFrameSize)
+		got, err := decodeFrame(b)
+		require.NoError(t, err, "%s", f.typ)
+		assert.Equal(t, f, got)
+	}
+}
+
+func TestFrame_Decode_RejectsBadInput(t *testing.T) {
+	hello := validFrames()[0].appendBinary(nil)
+	add := validFrames()[3].appendBinary(nil)
+	mut := func(b []byte, i int, v byte) []byte {
+		c := bytes.Clone(b)
+		c[i] = v
+		return c
+	}
+	cases := map[string][]byte{
+		"empty":           nil,
+		"short header":    {1, 1},
+		"version 2":       mut(hello, 0, 2),
+		"type 0":          mut(hello, 1, 0),
+		"type 200":        mut(hello, 1, 200),
+		"length lies":     mut(hello, 2, 99),
+		"truncated":       hello[:len(hello)-1],
+		"trailing":        append(bytes.Clone(hello), 0),
+		"hello to QPN 0":  (&frame{typ: frameHello}).appendBinary(nil),
+		"rkey 0":          (&frame{typ: frameRegionAdd, access: rdma.AccessRemote, addr: 4096, length: 1}).appendBinary(nil),
+		"access byte":     mut(add, 8, 0xff),
+		"no remote right": (&frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessLocalWrite, addr: 4096, length: 1}).appendBinary(nil),
+		"unknown access":  (&frame{typ: frameRegionAdd, rkey: 1, access: 1 << 9, addr: 4096, length: 1}).appendBinary(nil),
+		"zero length":     (&frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, addr: 4096}).appendBinary(nil),
+		"wraps":           (&frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, addr: ^uint64(0) - 10, length: 100}).appendBinary(nil),
+		"offset mismatch": (&frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, addr: 4096, length: 1, fileOff: 8}).appendBinary(nil),
+		"welcome cap 3":   (&frame{typ: frameWelcome, qCap: 3, qMaxSend: 64, qSlot: slotSize(64), qSize: uint64(queueBytes(4, 64))}).appendBinary(nil),
+		"welcome slot":    (&frame{typ: frameWelcome, qCap: 4, qMaxSend: 64, qSlot: 8, qSize: uint64(queueBytes(4, 64))}).appendBinary(nil),
+		"welcome small":   (&frame{typ: frameWelcome, qCap: 4, qMaxSend: 64, qSlot: slotSize(64), qSize: 100}).appendBinary(nil),
+		"del rkey 0":      (&frame{typ: frameRegionDel}).appendBinary(nil),
+		"ack of hello":    (&frame{typ: frameAck, acked: frameHello, rkey: 1}).appendBinary(nil),
+	}
+	for name, b := range cases {
+		_, err := decodeFrame(b)
+		assert.Error(t, err, name)
+		assert.True(t, errors.Is(err, rdma.ErrMalformed) || errors.Is(err, rdma.ErrUnknownVersion), "%s: %v", name, err)
+	}
+}
+
+// FuzzDecodeFrame: the control protocol's decoder takes bytes from another
+// process. It must never panic, and whatever it accepts must be a frame
+// that encodes back to exactly the same bytes and is within every bound.
+func FuzzDecodeFrame(f *testing.F) {
+	for _, fr := range validFrames() {
+		f.Add(fr.appendBinary(nil))
+	}
+	f.Add([]byte{1, 4, 32, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := decodeFrame(b)
+		if err != nil {
+			return
+		}
+		assert.Equal(t, b, fr.appendBinary(nil))
+		if fr.typ == frameRegionAdd {
+			assert.NotZero(t, fr.rkey)
+			assert.LessOrEqual(t, fr.length, uint64(maxRegion))
+			assert.GreaterOrEqual(t, fr.addr+fr.length, fr.addr)
+		}
+		if fr.typ == frameWelcome {
+			assert.GreaterOrEqual(t, fr.qSize, uint64(queueBytes(int(fr.qCap), int(fr.qMaxSend))))
+		}
+	})
+}
