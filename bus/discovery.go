@@ -56,6 +56,11 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		return
 	}
 	p := n.touchLocked(w.peer())
+	if p == nil {
+		n.mu.Unlock()
+		n.badInput(kind, fmt.Errorf("%w: message from an older incarnation of %s", ErrRejected, w.Node.ID))
+		return
+	}
 	switch w.Kind {
 	case kindBye:
 		n.peerDownLocked(p, ErrPeerLeft)
@@ -117,9 +122,14 @@ func checkSubject(subjKind, topic string, w *wireMsg) error {
 }
 
 // touchLocked records that info is alive now; a new incarnation first drops
-// everything the old one announced.
+// everything the old one announced. A message from an older incarnation
+// than the one known (a stale process still running, or its late goodbye)
+// returns nil: the caller ignores it.
 func (n *Node) touchLocked(info PeerInfo) *peer {
 	p := n.peers[info.ID]
+	if p != nil && info.Incarnation < p.info.Incarnation {
+		return nil
+	}
 	if p != nil && p.info.Incarnation != info.Incarnation {
 		n.peerDownLocked(p, ErrPeerRestarted)
 		p = nil

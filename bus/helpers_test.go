@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -174,3 +175,5 @@ func subSpec(topic, id string, rec *recorder) bus.SubscribeSpec {
 func isErr(err, target error) bool { return errors.Is(err, target) }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func itoa(i int) string { return strconv.Itoa(i) }

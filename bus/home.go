@@ -110,6 +110,9 @@ func (n *Node) queryHome(ctx context.Context, topic string) (HomeInfo, error) {
 	n.mu.Lock()
 	p := n.touchLocked(w.peer()) // so that its death is noticed even before its first heartbeat
 	n.mu.Unlock()
+	if p == nil {
+		return HomeInfo{}, fmt.Errorf("%w: home reply from an older incarnation of %s", ErrNoPeer, w.Node.ID)
+	}
 	return HomeInfo{Topic: topic, Node: p.info, Descriptor: w.Desc}, nil
 }
 

@@ -1,0 +1,163 @@
+package bus_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/bus"
+)
+
+func TestHome_ConcurrentFirstPublishers_ElectExactlyOneHome(t *testing.T) {
+	a := openNode(t, testConfig("n0", ""))
+	nodes := []*bus.Node{a}
+	for i := 1; i < 4; i++ {
+		nodes = append(nodes, openNode(t, testConfig(fmt.Sprintf("n%d", i), a.ClientURL())))
+	}
+	for _, n := range nodes {
+		n := n
+		require.Eventually(t, func() bool { return len(n.Peers()) == len(nodes)-1 }, eventually, tick)
+	}
+	for round := range 3 {
+		topic := fmt.Sprintf("race%d", round)
+		pubs := make([]*bus.Publication, len(nodes))
+		errs := make([]error, len(nodes))
+		var newHomes sync.Map
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, n := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var rec recorder
+				spec := pubSpec(topic, &rec)
+				spec.NewHome = func(_ context.Context, topic string) ([]byte, error) {
+					newHomes.Store(n.ID(), true)
+					return []byte("home-on-" + n.ID()), nil
+				}
+				<-start
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				pubs[i], errs[i] = n.Publish(ctx, spec)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		homes := map[string]int{}
+		owners := 0
+		for i, p := range pubs {
+			require.NoError(t, errs[i], "node %d", i)
+			h := p.Home()
+			homes[h.Node.ID]++
+			assert.Equal(t, "home-on-"+h.Node.ID, string(h.Descriptor))
+			if p.IsHome() {
+				owners++
+			}
+		}
+		assert.Len(t, homes, 1, "round %d: every publisher agrees on one home: %v", round, homes)
+		assert.Equal(t, 1, owners, "round %d", round)
+		made := 0
+		newHomes.Range(func(any, any) bool { made++; return true })
+		assert.Equal(t, 1, made, "round %d: NewHome ran on one node only", round)
+	}
+}
+
+func TestHome_ConfiguredNode_IsHomeEvenIfItPublishesLater(t *testing.T) {
+	ctx := context.Background()
+	homes := map[string]string{"cfg": "h"}
+	ch := testConfig("h", "")
+	ch.Homes = homes
+	h := openNode(t, ch)
+	co := testConfig("o", h.ClientURL())
+	co.Homes = homes
+	o := openNode(t, co)
+
+	var rec recorder
+	type result struct {
+		p   *bus.Publication
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		spec := pubSpec("cfg", &rec)
+		spec.NewHome, spec.AcceptHome = nil, nil // may not become home
+		cctx, cancel := context.WithTimeout(ctx, eventually)
+		defer cancel()
+		p, err := o.Publish(cctx, spec)
+		done <- result{p, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // o keeps asking for the named home
+	ph, err := h.Publish(ctx, pubSpec("cfg", &rec))
+	require.NoError(t, err)
+	assert.True(t, ph.IsHome())
+	r := <-done
+	require.NoError(t, r.err)
+	assert.Equal(t, "h", r.p.Home().Node.ID)
+
+	// a named home that never comes: a clear error when the context ends
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	co2 := testConfig("o2", h.ClientURL())
+	co2.Homes = map[string]string{"nobody": "ghost"}
+	o2 := openNode(t, co2)
+	_, err = o2.Publish(cctx, pubSpec("nobody", &rec))
+	require.ErrorIs(t, err, bus.ErrNoHome)
+}
+
+func TestHome_NoNewHome_FailsClearlyWhenItWouldBeHome(t *testing.T) {
+	a := openNode(t, testConfig("a", ""))
+	spec := pubSpec("t", &recorder{})
+	spec.NewHome, spec.AcceptHome = nil, nil
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	_, err := a.Publish(ctx, spec)
+	require.ErrorIs(t, err, bus.ErrInvalidConfig)
+	// and nothing is left behind: a proper publisher becomes home
+	p, err := a.Publish(ctx, pubSpec("t", &recorder{}))
+	require.NoError(t, err)
+	assert.True(t, p.IsHome())
+}
+
+func TestHome_NewHomeFails_ErrorReturnedAndTopicFree(t *testing.T) {
+	a := openNode(t, testConfig("a", ""))
+	b := openNode(t, testConfig("b", a.ClientURL()))
+	spec := pubSpec("t", &recorder{})
+	boom := fmt.Errorf("no memory")
+	spec.NewHome = func(context.Context, string) ([]byte, error) { return nil, boom }
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	_, err := a.Publish(ctx, spec)
+	require.ErrorIs(t, err, boom)
+	p, err := b.Publish(ctx, pubSpec("t", &recorder{}))
+	require.NoError(t, err)
+	assert.True(t, p.IsHome())
+}
+
+func TestHome_HomeNodeCloses_OtherPublishersToldOnce(t *testing.T) {
+	ctx := context.Background()
+	srv := openNode(t, testConfig("srv", ""))
+	slow := func(id string) bus.Config {
+		c := testConfig(id, srv.ClientURL())
+		c.HeartbeatTimeout = time.Minute // the goodbye, not a timeout, must do it
+		return c
+	}
+	h := openNode(t, slow("h"))
+	o := openNode(t, slow("o"))
+	_, err := h.Publish(ctx, pubSpec("t", &recorder{}))
+	require.NoError(t, err)
+	var rec recorder
+	po, err := o.Publish(ctx, pubSpec("t", &rec))
+	require.NoError(t, err)
+	require.Equal(t, "h", po.Home().Node.ID)
+	require.NoError(t, po.HomeErr())
+	require.NoError(t, h.Close())
+	require.Eventually(t, func() bool { return rec.count("homelost h") == 1 }, eventually, tick)
+	require.ErrorIs(t, po.HomeErr(), bus.ErrHomeLost)
+	time.Sleep(3 * hbInterval)
+	assert.Equal(t, 1, rec.count("homelost h"))
+}
