@@ -309,14 +309,20 @@ func (w *Writer) atomic(op rdma.Opcode, compare, swap, add uint64) (uint64, erro
 			return 0, ErrTimeout
 		}
 	}
+	idled := false
 	for !w.claimDone {
 		if w.reap() > 0 {
 			continue
 		}
 		if w.expired() {
+			w.idle.Reset()
 			return 0, ErrTimeout // a late completion has another claimID and is ignored
 		}
 		w.idle.Idle(0)
+		idled = true
+	}
+	if idled {
+		w.idle.Reset()
 	}
 	if !w.claimOK {
 		w.broken = ErrHomeFailed
@@ -359,10 +365,12 @@ func (w *Writer) reap() int {
 func (w *Writer) waitCQ() bool {
 	for w.reap() == 0 {
 		if w.expired() {
+			w.idle.Reset()
 			return false
 		}
 		w.idle.Idle(0)
 	}
+	w.idle.Reset()
 	return true
 }
 
@@ -396,15 +404,20 @@ func (w *Writer) roomFor(tl *targetList, last uint64) bool {
 // waitRoom waits through the idle strategy until roomFor(last); false at
 // the deadline.
 func (w *Writer) waitRoom(tl *targetList, last uint64) bool {
+	if w.roomFor(tl, last) {
+		return true
+	}
 	for !w.roomFor(tl, last) {
 		if w.pending > 0 {
 			w.reap()
 		}
 		if w.expired() {
+			w.idle.Reset()
 			return false
 		}
 		w.idle.Idle(0)
 	}
+	w.idle.Reset()
 	return true
 }
 

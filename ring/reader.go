@@ -70,6 +70,7 @@ type readerStats struct {
 	skip      atomic.Uint64
 	recovered atomic.Uint64
 	creditErr atomic.Uint64
+	torn      atomic.Uint64
 	_         [LineSize]byte
 }
 
@@ -85,6 +86,10 @@ type ReaderStats struct {
 	Skip         uint64
 	Recovered    uint64
 	CreditErrors uint64 // credit writes that failed (the credit was dropped)
+	// Torn counts lossy copies thrown away because the slot was rewritten
+	// while the reader copied it (never delivered; the overrun that follows
+	// accounts for the sequence).
+	Torn uint64
 }
 
 func newReader(mem []byte, cfg *RingConfig) *Reader {
@@ -129,6 +134,7 @@ func (r *Reader) Stats() ReaderStats {
 		Skip:         r.stats.skip.Load(),
 		Recovered:    r.stats.recovered.Load(),
 		CreditErrors: r.stats.creditErr.Load(),
+		Torn:         r.stats.torn.Load(),
 	}
 }
 
@@ -204,6 +210,7 @@ func (r *Reader) poll(h Handler, limit int) int {
 				dst := r.scratch[n*r.slotSize : n*r.slotSize+SlotHeaderSize+ln]
 				copy(dst, r.slots[off:off+SlotHeaderSize+ln])
 				if st.Load() != seq { // pairs with the writer's StampBusy WRITE
+					r.stats.torn.Add(1)
 					break // being rewritten by a later lap: the next poll sees the overrun
 				}
 				slot = dst
