@@ -36,11 +36,26 @@ func natsdMain(args []string) int {
 	token := fs.String("token", "", "auth token")
 	user := fs.String("user", "", "user")
 	pass := fs.String("pass", "", "password")
+	nkey := fs.String("nkey", "", "public nkey of the one user")
+	cert := fs.String("cert", "", "TLS certificate")
+	key := fs.String("key", "", "TLS key")
+	ca := fs.String("ca", "", "CA that signs client certificates (verify)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	opts := &server.Options{Host: "127.0.0.1", Port: *port, NoLog: true, NoSigs: true,
 		Authorization: *token, Username: *user, Password: *pass}
+	if *nkey != "" {
+		opts.Nkeys = []*server.NkeyUser{{Nkey: *nkey}}
+	}
+	if *cert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: *cert, KeyFile: *key, CaFile: *ca, Verify: *ca != ""})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		opts.TLSConfig, opts.TLS, opts.TLSVerify = tc, true, *ca != ""
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
