@@ -98,3 +98,14 @@ func (c *NATSConfig) Connect(ctx context.Context, opts ...nats.Option) (*nats.Co
 	}
 	return nc, nil
 }
+
+// flush waits for the server to have seen our subscriptions, within ctx's
+// deadline or 5 s.
+func flush(ctx context.Context, nc *nats.Conn) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	return nc.FlushWithContext(ctx)
+}

@@ -142,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		err = sub.SetPendingLimits(100_000, 256<<20)
 	}
 	if err == nil {
-		err = s.nc.FlushWithContext(ctx)
+		err = flush(ctx, s.nc)
 	}
 	if err != nil {
 		_ = ln.Close()

@@ -73,7 +73,7 @@ func RunStat(ctx context.Context, cfg StatConfig, w io.Writer) error {
 		return fmt.Errorf("dash: subscribe %s: %w", subject, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.FlushWithContext(ctx); err != nil {
+	if err := flush(ctx, nc); err != nil {
 		return fmt.Errorf("dash: subscribe %s: %w", subject, err)
 	}
 	t := time.NewTicker(every)

@@ -144,8 +144,10 @@ function timeChart(s) {
   el("text", { x: M.l, y: 12, class: "title" }, svg, "latency per interval (log scale)");
   const pts = s.points || [];
   const lines = [["p50", "p50"], ["p99", "p99"], ["p999", "p99.9"], ["max", "max"]];
+  // The window grows with the data from one minute up to the history.
   const tEnd = pts.length ? pts[pts.length - 1].t : Date.now();
-  const tStart = tEnd - state.history;
+  const span = Math.min(state.history, Math.max(60000, pts.length ? tEnd - pts[0].t : 0));
+  const tStart = tEnd - span;
   let lo = Infinity, hi = 0;
   for (const p of pts) for (const [k] of lines) { const v = Math.max(p[k], 1); lo = Math.min(lo, v); hi = Math.max(hi, v); }
   if (!pts.length) { lo = 100; hi = 1e6; }
@@ -156,11 +158,12 @@ function timeChart(s) {
     el("line", { x1: M.l, x2: W - M.r, y1: y(v), y2: y(v), class: "grid" }, svg);
     el("text", { x: M.l - 4, y: y(v) + 3, "text-anchor": "end" }, svg, fmtNs(v));
   }
-  const span = state.history / 60000;
-  const step = span > 5 ? 60000 * Math.ceil(span / 10) : 60000;
-  for (let t = tEnd; t >= tStart; t -= step) {
+  const step = [5e3, 1e4, 15e3, 3e4, 6e4, 12e4, 3e5, 6e5, 9e5, 18e5, 36e5].find((st) => span / st <= 10) || span;
+  for (let t = tEnd; t >= tStart - 1; t -= step) {
+    const ago = tEnd - t;
     el("line", { x1: x(t), x2: x(t), y1: M.t, y2: H - M.b, class: "grid" }, svg);
-    el("text", { x: x(t), y: H - M.b + 12, "text-anchor": "middle" }, svg, t === tEnd ? "now" : "-" + Math.round((tEnd - t) / 60000) + "m");
+    el("text", { x: x(t), y: H - M.b + 12, "text-anchor": t === tEnd ? "end" : "middle" }, svg,
+      ago === 0 ? "now" : ago < 60000 ? "-" + Math.round(ago / 1000) + "s" : "-" + Math.round(ago / 6000) / 10 + "m");
   }
   lines.forEach(([k, label], i) => {
     const visible = pts.filter((p) => p.t >= tStart);
@@ -195,7 +198,8 @@ function distChart(s) {
   for (let d = 0; d <= xmax; d++) {
     const q = 100 - 100 / Math.pow(10, d);
     el("line", { x1: x(q), x2: x(q), y1: M.t, y2: H - M.b, class: "grid" }, svg);
-    el("text", { x: x(q), y: H - M.b + 12, "text-anchor": "middle" }, svg, d === 0 ? "0%" : nines(q));
+    el("text", { x: x(q), y: H - M.b + 12, "text-anchor": d === 0 ? "start" : d === xmax ? "end" : "middle" }, svg,
+      d === 0 ? "0%" : nines(q));
   }
   curves.forEach(([k, c, label], i) => {
     el("polyline", { class: "l-" + k, "data-line": k, "data-n": c.length,

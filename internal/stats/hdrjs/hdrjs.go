@@ -44,6 +44,9 @@ type Result struct {
 // Setup returns a Reader, or skips t saying why none can be had.
 func Setup(t testing.TB) *Reader {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("installs hdr-histogram-js with npm and runs node; a cross-implementation check, not a race check: run without -short")
+	}
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("node is not installed (needed to run hdr-histogram-js, the independent HdrHistogram reader)")
 	}

@@ -9,8 +9,8 @@ function summarise(h) {
     count: h.totalCount,
     min: h.minNonZeroValue === Number.MAX_SAFE_INTEGER ? 0 : h.minNonZeroValue,
     max: h.maxValue,
-    start_ms: h.startTimeStampMsec || 0,
-    end_ms: h.endTimeStampMsec || 0,
+    start_ms: Math.round(h.startTimeStampMsec || 0),
+    end_ms: Math.round(h.endTimeStampMsec || 0),
     values: input.percentiles.map((p) => h.getValueAtPercentile(p)),
   };
 }
