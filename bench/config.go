@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
 	"github.com/tickbus/tickbus/tick"
 )
 
@@ -53,6 +54,12 @@ type Config struct {
 	// Idle is the idle strategy of every poll and pacing loop: "spin",
 	// "yield" or "backoff" (see rdma.ParseIdle).
 	Idle string
+	// RingMode of the tickbus cases' subscriber rings: "reliable" (the
+	// publisher waits for room, as the chan and floor cases do) or "lossy"
+	// (the publisher never waits; overruns show as lost).
+	RingMode string
+	// Claim is how tickbus publishers claim sequences: "cas" or "faa".
+	Claim string
 	// PingPong measures round trips (publisher to subscriber and back on a
 	// second topic) instead of one-way latency.
 	PingPong bool
@@ -85,6 +92,8 @@ func DefaultConfig() Config {
 		Size:               64,
 		Batch:              64,
 		Idle:               "spin",
+		RingMode:           "reliable",
+		Claim:              "cas",
 		Scaling:            true,
 		Logger:             zerolog.Nop(),
 	}
@@ -125,6 +134,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&c.Idle, "idle", c.Idle, "idle strategy of poll and pacing loops: spin, yield or backoff")
+	fs.StringVar(&c.RingMode, "ring-mode", c.RingMode, "tickbus subscriber rings: reliable (publisher waits for room) or lossy (overruns are counted as lost)")
+	fs.StringVar(&c.Claim, "claim", c.Claim, "tickbus sequence claim: cas or faa")
 	fs.BoolVar(&c.PingPong, "pingpong", c.PingPong, "measure round trips (to the subscriber and back on a second topic)")
 	fs.BoolVar(&c.Scaling, "scaling", c.Scaling, "run tickbus-shm fan-out (1,2,4,8 subs) and contention (1,2,4 pubs)")
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "short runs: the whole bench ends within 20 s (a smoke check)")
@@ -158,6 +169,12 @@ func (c Config) Validate() error {
 		if cpu < 0 || cpu >= 1024 {
 			return bad("cpus", cpu, "0..1023")
 		}
+	}
+	if _, err := ring.ParseMode(c.RingMode); err != nil {
+		return bad("ring-mode", c.RingMode, "lossy or reliable")
+	}
+	if _, err := ring.ParseClaimMode(c.Claim); err != nil {
+		return bad("claim", c.Claim, "cas or faa")
 	}
 	if _, err := rdma.ParseIdle(c.Idle); err != nil {
 		return bad("idle", c.Idle, "spin, yield or backoff")

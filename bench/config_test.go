@@ -19,7 +19,7 @@ func TestConfig_RegisterFlags_ParsesEveryFlag(t *testing.T) {
 	cfg.RegisterFlags(fs)
 	require.NoError(t, fs.Parse([]string{
 		"--duration", "2s", "--tp-duration", "300ms", "--rate", "5000", "--size", "128", "--batch", "32",
-		"--cases", "nats, floor", "--cpus", "0,1", "--idle", "yield", "--pingpong", "--scaling=false",
+		"--cases", "nats, floor", "--ring-mode", "lossy", "--claim", "faa", "--cpus", "0,1", "--idle", "yield", "--pingpong", "--scaling=false",
 		"--quick", "--json", "r.json", "--out", "dir",
 	}))
 	assert.Equal(t, 2*time.Second, cfg.Duration)
@@ -31,6 +31,8 @@ func TestConfig_RegisterFlags_ParsesEveryFlag(t *testing.T) {
 	assert.Equal(t, []string{CaseNATS, CaseFloor}, cfg.selected(), "table order, not flag order")
 	assert.Equal(t, []int{0, 1}, cfg.CPUs)
 	assert.Equal(t, "yield", cfg.Idle)
+	assert.Equal(t, "lossy", cfg.RingMode)
+	assert.Equal(t, "faa", cfg.Claim)
 	assert.True(t, cfg.PingPong)
 	assert.False(t, cfg.Scaling)
 	assert.True(t, cfg.Quick)
@@ -57,6 +59,8 @@ func TestConfig_Validate_NamesTheBadKey(t *testing.T) {
 		"cases":       func(c *Config) { c.Cases = []string{"zeromq"} },
 		"cpus":        func(c *Config) { c.CPUs = []int{-1} },
 		"idle":        func(c *Config) { c.Idle = "nap" },
+		"ring-mode":   func(c *Config) { c.RingMode = "sometimes" },
+		"claim":       func(c *Config) { c.Claim = "grab" },
 	} {
 		cfg := DefaultConfig()
 		mut(&cfg)

@@ -49,6 +49,7 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 	base := roleArgs{
 		transport: s.transport, mode: s.mode, rate: cfg.Rate, duration: s.duration,
 		size: cfg.Size, batch: s.batch, idle: cfg.Idle, url: s.url,
+		ringMode: cfg.RingMode, claim: cfg.Claim, pubs: s.pubs, subs: s.subs,
 	}
 	var procs []*proc
 	defer func() {
@@ -88,6 +89,12 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 		}
 	}
 	ph.cores = s.pubs + s.subs
+	return collect(ctx, ph, pubs, subs, s.mode, s.transport)
+}
+
+// collect waits for every publisher's and subscriber's final report and
+// sums them into ph.
+func collect(ctx context.Context, ph phase, pubs, subs []*proc, mode, name string) (phase, error) {
 	start := int64(math.MaxInt64)
 	var errs []error
 	for _, p := range pubs {
@@ -111,10 +118,10 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 		}
 		ph.delivered += r.Count
 		ph.lost += r.Lost
-		if s.mode == modeLatency && r.hist != nil {
+		if mode == modeLatency && r.hist != nil {
 			ph.hist = mergeHist(ph.hist, r.hist)
 		}
-		if s.mode == modeThroughput {
+		if mode == modeThroughput {
 			tp := 0.0
 			if r.Count > 0 && r.LastNs > start {
 				tp = float64(r.Count) / (float64(r.LastNs-start) / 1e9)
@@ -128,8 +135,8 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 	if len(errs) > 0 {
 		return ph, errors.Join(errs...)
 	}
-	if s.mode != modeThroughput && (ph.hist == nil || ph.hist.TotalCount() == 0) {
-		return ph, fmt.Errorf("bench: %s: no latency recorded", s.transport)
+	if mode != modeThroughput && (ph.hist == nil || ph.hist.TotalCount() == 0) {
+		return ph, fmt.Errorf("bench: %s: no latency recorded", name)
 	}
 	return ph, nil
 }

@@ -62,6 +62,14 @@ func startProc(ctx context.Context, name, role string, args []string, files []*o
 	return p, nil
 }
 
+// send writes one line to the process's stdin.
+func (p *proc) send(line string) error {
+	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+		return fmt.Errorf("bench: %s: write: %w", p.name, err)
+	}
+	return nil
+}
+
 // next waits for the process's next report.
 func (p *proc) next(ctx context.Context) (report, error) {
 	select {

@@ -48,6 +48,11 @@ type roleArgs struct {
 	url       string // nats: server URL; tickbus: descriptor (hex)
 	index     int    // this process's index among its peers
 	peers     int    // how many processes of the other side
+	// tickbus cases only.
+	ringMode string // lossy or reliable
+	claim    string // cas or faa
+	pubs     int
+	subs     int
 }
 
 func (a roleArgs) argv() []string {
@@ -57,6 +62,7 @@ func (a roleArgs) argv() []string {
 		"-size", fmt.Sprint(a.size), "-batch", fmt.Sprint(a.batch),
 		"-idle", a.idle, "-cpu", fmt.Sprint(a.cpu), "-url", a.url,
 		"-index", fmt.Sprint(a.index), "-peers", fmt.Sprint(a.peers),
+		"-ring-mode", a.ringMode, "-claim", a.claim, "-pubs", fmt.Sprint(a.pubs), "-subs", fmt.Sprint(a.subs),
 	}
 }
 
@@ -75,19 +81,24 @@ func parseRoleArgs(args []string) (roleArgs, error) {
 	fs.StringVar(&a.url, "url", "", "")
 	fs.IntVar(&a.index, "index", 0, "")
 	fs.IntVar(&a.peers, "peers", 1, "")
+	fs.StringVar(&a.ringMode, "ring-mode", "reliable", "")
+	fs.StringVar(&a.claim, "claim", "cas", "")
+	fs.IntVar(&a.pubs, "pubs", 1, "")
+	fs.IntVar(&a.subs, "subs", 1, "")
 	if err := fs.Parse(args); err != nil {
 		return a, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	switch {
 	case a.mode != modeLatency && a.mode != modeThroughput && a.mode != modePingPong:
 		return a, fmt.Errorf("%w: mode %q", ErrInvalidConfig, a.mode)
-	case a.rate < 1, a.duration <= 0, a.size < MinSize, a.size > MaxSize, a.batch < 1, a.peers < 1:
+	case a.rate < 1, a.duration <= 0, a.size < MinSize, a.size > MaxSize, a.batch < 1, a.peers < 1,
+		a.pubs < 1, a.subs < 1, a.pubs > maxWirePeers, a.subs > maxWirePeers:
 		return a, fmt.Errorf("%w: role args %q", ErrInvalidConfig, args)
 	}
 	if _, err := rdma.ParseIdle(a.idle); err != nil {
 		return a, err
 	}
-	if _, ok := transports[a.transport]; !ok {
+	if _, ok := transports[a.transport]; !ok && a.transport != CaseTickbusShm && a.transport != CaseTickbusTCP {
 		return a, fmt.Errorf("%w: transport %q", ErrInvalidConfig, a.transport)
 	}
 	return a, nil

@@ -1,20 +1,522 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/tickbus/tickbus/internal/child"
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/rdma/shm"
+	"github.com/tickbus/tickbus/rdma/tcp"
+	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/tick"
 )
 
-// tickbusCase runs a tickbus publisher and subscriber over a provider.
-type tickbusCase struct {
-	pairCase
-	name string
+// The tickbus cases drive the data path itself: ring writers in publisher
+// processes, rings and readers in subscriber processes, the topic's home
+// (sequence counter) in this process, all connected through queue pairs of
+// one provider (shm or tcp on loopback). NATS is not involved: the
+// descriptors and endpoints travel on the children's stdin and stdout (see
+// tbwire.go). That measures exactly what a tick costs on the data path.
+
+const (
+	roleTB   = "bench-tickbus"
+	sidePub  = "pub"
+	sideSub  = "sub"
+	tbHostID = "tickbus-bench"
+)
+
+func init() {
+	child.Register(roleTB, tbMain)
 }
 
-func newTickbusCase(name string) benchCase { return &tickbusCase{name: name} }
-
-func (c *tickbusCase) setup(context.Context, Config) error {
-	return fmt.Errorf("%w: %s: the ring data path and its provider are not in this build yet", ErrUnavailable, c.name)
+func tbProvider(transport string) string {
+	if transport == CaseTickbusTCP {
+		return rdma.ProviderTCP
+	}
+	return rdma.ProviderShm
 }
 
-func (c *tickbusCase) close() error { return nil }
+func openDevice(provider string) (rdma.Device, error) {
+	switch provider {
+	case rdma.ProviderTCP:
+		return tcp.Open(tcp.Config{HostID: tbHostID, Listen: "127.0.0.1:0"})
+	default:
+		return shm.Open(shm.Config{HostID: tbHostID})
+	}
+}
+
+// tbSlotSize is the ring and journal slot for a message of size bytes.
+func tbSlotSize(size int) int { return (ring.SlotHeaderSize + size + 63) &^ 63 }
+
+// tbTopics says which topics a child writes and reads, and its index among
+// the topic's writers or readers. Topic 0 runs publishers → subscribers;
+// topic 1 (ping-pong: one of each) runs subscriber 0 → publisher 0.
+func tbTopics(side string, pp bool) (writes, reads []int) {
+	if side == sidePub {
+		writes = []int{0}
+		if pp {
+			reads = []int{1}
+		}
+		return writes, reads
+	}
+	reads = []int{0}
+	if pp {
+		writes = []int{1}
+	}
+	return writes, reads
+}
+
+// tbCounts is how many writers and readers topic t has.
+func tbCounts(t, pubs, subs int) (writers, readers int) {
+	if t == 0 {
+		return pubs, subs
+	}
+	return 1, 1
+}
+
+func qpDepth(dev rdma.Device) int {
+	d := 512
+	if m := dev.Caps().MaxQPDepth; m > 0 && m < d {
+		d = m
+	}
+	return d
+}
+
+func newQP(dev rdma.Device, cq rdma.CompletionQueue) (rdma.QueuePair, error) {
+	return dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: qpDepth(dev)})
+}
+
+func connect(ctx context.Context, qp rdma.QueuePair, epBytes []byte) error {
+	var ep rdma.Endpoint
+	if err := ep.UnmarshalBinary(epBytes); err != nil {
+		return err
+	}
+	return qp.Connect(ctx, ep)
+}
+
+// tbNode is one child's share of the topology.
+type tbNode struct {
+	a      roleArgs
+	side   string
+	dev    rdma.Device
+	closes []func() error
+
+	writers map[int]*tbWriterSide
+	readers map[int]*tbReaderSide
+}
+
+type tbWriterSide struct {
+	cq     rdma.CompletionQueue
+	homeQP rdma.QueuePair
+	qps    []rdma.QueuePair // per reader
+	w      *ring.Writer
+}
+
+type tbReaderSide struct {
+	cq  rdma.CompletionQueue
+	r   *ring.Ring
+	qps []rdma.QueuePair // per writer
+}
+
+func (n *tbNode) close() error {
+	var errs []error
+	for i := len(n.closes) - 1; i >= 0; i-- {
+		errs = append(errs, n.closes[i]())
+	}
+	n.closes = nil
+	return errors.Join(errs...)
+}
+
+func (n *tbNode) cq() (rdma.CompletionQueue, error) {
+	cq, err := n.dev.CreateCQ(4096)
+	if err == nil {
+		n.closes = append(n.closes, cq.Close)
+	}
+	return cq, err
+}
+
+func (n *tbNode) qp(cq rdma.CompletionQueue) (rdma.QueuePair, error) {
+	qp, err := newQP(n.dev, cq)
+	if err == nil {
+		n.closes = append(n.closes, qp.Close)
+	}
+	return qp, err
+}
+
+// make is step A: the rings, writers' QPs and what the parent must know.
+func (n *tbNode) make(pp bool) (tbMade, error) {
+	var made tbMade
+	writes, reads := tbTopics(n.side, pp)
+	mode, _ := ring.ParseMode(n.a.ringMode)
+	for _, t := range reads {
+		nw, _ := tbCounts(t, n.a.pubs, n.a.subs)
+		cq, err := n.cq()
+		if err != nil {
+			return made, err
+		}
+		r, err := ring.NewRing(n.dev, ring.RingConfig{Slots: floorSlots, SlotSize: tbSlotSize(n.a.size), Mode: mode, CQ: cq})
+		if err != nil {
+			return made, err
+		}
+		n.closes = append(n.closes, r.Close)
+		rs := &tbReaderSide{cq: cq, r: r}
+		mt := tbMadeTopic{Topic: t}
+		if mt.Ring, err = r.Desc().MarshalBinary(); err != nil {
+			return made, err
+		}
+		for range nw {
+			qp, err := n.qp(cq)
+			if err != nil {
+				return made, err
+			}
+			rs.qps = append(rs.qps, qp)
+			ep, err := qp.LocalEndpoint().MarshalBinary()
+			if err != nil {
+				return made, err
+			}
+			mt.EPs = append(mt.EPs, ep)
+		}
+		n.readers[t] = rs
+		made.Topics = append(made.Topics, mt)
+	}
+	for _, t := range writes {
+		_, nr := tbCounts(t, n.a.pubs, n.a.subs)
+		cq, err := n.cq()
+		if err != nil {
+			return made, err
+		}
+		ws := &tbWriterSide{cq: cq}
+		if ws.homeQP, err = n.qp(cq); err != nil {
+			return made, err
+		}
+		mt := tbMadeTopic{Topic: t}
+		if mt.HomeEP, err = ws.homeQP.LocalEndpoint().MarshalBinary(); err != nil {
+			return made, err
+		}
+		for range nr {
+			qp, err := n.qp(cq)
+			if err != nil {
+				return made, err
+			}
+			ws.qps = append(ws.qps, qp)
+			ep, err := qp.LocalEndpoint().MarshalBinary()
+			if err != nil {
+				return made, err
+			}
+			mt.EPs = append(mt.EPs, ep)
+		}
+		n.writers[t] = ws
+		made.Topics = append(made.Topics, mt)
+	}
+	return made, nil
+}
+
+// wireWriters is step B: connect, make the writer, add every reader.
+func (n *tbNode) wireWriters(ctx context.Context, ww tbWriterWiring, idle rdma.IdleStrategy, timeout time.Duration) (tbCredits, error) {
+	var out tbCredits
+	claim, _ := ring.ParseClaimMode(n.a.claim)
+	for _, t := range ww.Topics {
+		ws := n.writers[t.Topic]
+		if ws == nil || len(t.Rings) != len(ws.qps) {
+			return out, fmt.Errorf("bench: wiring for topic %d does not match this writer", t.Topic)
+		}
+		var home ring.HomeDesc
+		if err := home.UnmarshalBinary(t.Home); err != nil {
+			return out, err
+		}
+		if err := connect(ctx, ws.homeQP, t.HomeEP); err != nil {
+			return out, fmt.Errorf("bench: connect home QP: %w", err)
+		}
+		w, err := ring.NewWriter(ring.WriterConfig{
+			Device: n.dev, CQ: ws.cq, HomeQP: ws.homeQP, Home: home,
+			PublisherID: uint32(n.a.index + 1 + 100*t.Topic), Claim: claim,
+			MaxBatch: max(64, n.a.batch), StagingSlots: max(1024, 2*n.a.batch, 2*qpDepth(n.dev)),
+			Timeout: timeout, Idle: idle,
+		})
+		if err != nil {
+			return out, err
+		}
+		n.closes = append(n.closes, w.Close)
+		ws.w = w
+		ct := tbCreditsTopic{Topic: t.Topic}
+		for k, rb := range t.Rings {
+			if err := connect(ctx, ws.qps[k], t.EPs[k]); err != nil {
+				return out, fmt.Errorf("bench: connect to reader %d: %w", k, err)
+			}
+			var rd ring.RingDesc
+			if err := rd.UnmarshalBinary(rb); err != nil {
+				return out, err
+			}
+			cd, err := w.AddTarget(ring.Target{ID: uint64(k), QP: ws.qps[k], Ring: rd})
+			if err != nil {
+				return out, fmt.Errorf("bench: add reader %d: %w", k, err)
+			}
+			if rd.Mode == ring.Reliable {
+				b, err := cd.MarshalBinary()
+				if err != nil {
+					return out, err
+				}
+				ct.Credits = append(ct.Credits, b)
+			}
+		}
+		out.Topics = append(out.Topics, ct)
+	}
+	return out, nil
+}
+
+// wireReaders is step C: connect to every writer, add its credit.
+func (n *tbNode) wireReaders(ctx context.Context, rw tbReaderWiring) error {
+	for _, t := range rw.Topics {
+		rs := n.readers[t.Topic]
+		if rs == nil || len(t.EPs) != len(rs.qps) {
+			return fmt.Errorf("bench: wiring for topic %d does not match this reader", t.Topic)
+		}
+		for k, ep := range t.EPs {
+			if err := connect(ctx, rs.qps[k], ep); err != nil {
+				return fmt.Errorf("bench: connect to writer %d: %w", k, err)
+			}
+			if len(t.Credits) > 0 {
+				var cd ring.CreditDesc
+				if err := cd.UnmarshalBinary(t.Credits[k]); err != nil {
+					return err
+				}
+				if err := rs.r.Reader().AddCredit(rs.qps[k], cd); err != nil {
+					return fmt.Errorf("bench: credit to writer %d: %w", k, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// tbTx publishes through a ring writer.
+type tbTx struct {
+	w     *ring.Writer
+	buf   []byte
+	batch []ring.Tick
+	size  int
+	codec *msgCodec
+}
+
+func newTBTx(w *ring.Writer, size, batch int) *tbTx {
+	t := &tbTx{w: w, buf: make([]byte, size*batch), size: size, codec: newCodec(), batch: make([]ring.Tick, batch)}
+	for i := range t.batch {
+		t.batch[i] = ring.Tick{Type: tick.MessageType, Payload: t.buf[i*size : (i+1)*size]}
+	}
+	return t
+}
+
+func (t *tbTx) send(seq, ts, _ int64) error {
+	m := t.buf[:t.size]
+	t.codec.encode(m, seq, ts)
+	_, err := t.w.Publish(tick.MessageType, m, ts)
+	return err
+}
+
+func (t *tbTx) sendBatch(seq0 int64, n int, ts, _ int64) error {
+	for i := range n {
+		t.codec.encode(t.batch[i].Payload, seq0+int64(i), ts)
+		t.batch[i].PublishNs = ts
+	}
+	_, err := t.w.PublishBatch(t.batch[:n])
+	return err
+}
+
+func (t *tbTx) close() error { return nil } // the node closes the writer
+
+// tbRx reads a ring, one tick per next. Its sequence is the topic's.
+type tbRx struct {
+	r      *ring.Reader
+	t      ring.Tick
+	buf    []byte
+	codec  *msgCodec
+	idle   rdma.IdleStrategy
+	events uint64 // sequences named by loss events
+}
+
+func (r *tbRx) next(deadline int64) (int64, int64, error) {
+	for spins := 0; ; spins++ {
+		ok, ev, err := r.r.ReadInto(&r.t, r.buf)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			if len(r.t.Payload) < MinSize {
+				return 0, 0, fmt.Errorf("bench: tick of %d bytes, want at least %d", len(r.t.Payload), MinSize)
+			}
+			ts, err := r.codec.decodeBody(r.t.Payload[offTick:])
+			return int64(r.t.Seq), ts, err
+		}
+		if ev.Kind != 0 {
+			r.events += ev.Count()
+			continue
+		}
+		r.idle.Idle(0)
+		if spins&255 == 255 && nanotime() > deadline {
+			return 0, 0, ErrDeadline
+		}
+	}
+}
+
+func (r *tbRx) close() error { return nil }
+
+// tbMain is a tickbus publisher or subscriber child. Args: roleArgs plus
+// -side.
+func tbMain(args []string) int {
+	out := os.Stdout
+	fail := func(err error) int {
+		_ = writeReport(out, report{Done: true, Err: err.Error()})
+		return 1
+	}
+	side := sideSub
+	if len(args) > 0 && (args[0] == sidePub || args[0] == sideSub) {
+		side, args = args[0], args[1:]
+	}
+	a, err := parseRoleArgs(args)
+	if err != nil {
+		return fail(err)
+	}
+	pp := a.mode == modePingPong
+	if pp && (a.pubs != 1 || a.subs != 1) {
+		return fail(fmt.Errorf("%w: ping-pong runs one publisher and one subscriber", ErrInvalidConfig))
+	}
+	runtime.LockOSThread()
+	if a.cpu >= 0 {
+		if err := pinThread(a.cpu); err != nil {
+			return fail(err)
+		}
+	}
+	dev, err := openDevice(tbProvider(a.transport))
+	if err != nil {
+		return fail(err)
+	}
+	n := &tbNode{a: a, side: side, dev: dev, writers: map[int]*tbWriterSide{}, readers: map[int]*tbReaderSide{}}
+	defer func() { _ = dev.Close() }()
+	defer func() { _ = n.close() }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in := bufio.NewReader(os.Stdin)
+	readLine := func(v any) error {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return fmt.Errorf("bench: read wiring: %w", err)
+		}
+		if v == nil {
+			return nil
+		}
+		return decodeWire(line, v)
+	}
+	idle, _ := rdma.ParseIdle(a.idle)
+	run := a.duration + grace
+
+	made, err := n.make(pp)
+	if err != nil {
+		return fail(err)
+	}
+	if err := writeReport(out, report{Ready: true, Info: mustJSON(made)}); err != nil {
+		return 1
+	}
+	var ww tbWriterWiring
+	if err := readLine(&ww); err != nil {
+		return fail(err)
+	}
+	credits, err := n.wireWriters(ctx, ww, idle, run)
+	if err != nil {
+		return fail(err)
+	}
+	if err := writeReport(out, report{Ready: true, Info: mustJSON(credits)}); err != nil {
+		return 1
+	}
+	var rw tbReaderWiring
+	if err := readLine(&rw); err != nil {
+		return fail(err)
+	}
+	if err := n.wireReaders(ctx, rw); err != nil {
+		return fail(err)
+	}
+	if err := writeReport(out, report{Ready: true}); err != nil {
+		return 1
+	}
+
+	var (
+		tx txPort
+		rx rxPort
+	)
+	wt, rt := 1, 0 // a subscriber writes topic 1 (ping-pong) and reads topic 0
+	if side == sidePub {
+		wt, rt = 0, 1
+	}
+	if ws := n.writers[wt]; ws != nil {
+		tx = newTBTx(ws.w, a.size, a.batch)
+	}
+	if rs := n.readers[rt]; rs != nil {
+		rx = &tbRx{r: rs.r.Reader(), buf: make([]byte, tbSlotSize(a.size)), codec: newCodec(), idle: idle}
+	}
+	if side == sidePub {
+		if err := readLine(nil); err != nil { // "go"
+			return fail(err)
+		}
+		start := nanotime() + int64(time.Millisecond)
+		end := start + int64(a.duration)
+		deadline := end + int64(grace)
+		var st txStats
+		if a.mode == modeThroughput {
+			st, err = floodLoop(tx, a.batch, start, end, deadline)
+		} else {
+			st, err = pacedLoop(tx, rx, idle, start, int64(time.Second)/int64(a.rate), end, deadline)
+		}
+		r := report{Done: true, Sent: st.sent, StartNs: st.startNs, hist: st.hist}
+		if err == nil {
+			err = drain(n.writer(0))
+		}
+		return finish(out, in, r, err)
+	}
+	deadline := nanotime() + int64(a.duration) + int64(grace) + int64(10*time.Second)
+	st, err := subLoop(rx, tx, a.mode == modeLatency, deadline)
+	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist}
+	if err == nil && tx != nil {
+		err = drain(n.writer(1))
+	}
+	return finish(out, in, r, err)
+}
+
+// finish writes the final report, then keeps the process (and its posted
+// writes, which a provider like tcp completes asynchronously) alive until
+// the parent closes stdin, when every peer has reported.
+func finish(out io.Writer, in io.Reader, r report, err error) int {
+	if err != nil {
+		r.Err = err.Error()
+	}
+	if werr := writeReport(out, r); werr != nil || err != nil {
+		return 1
+	}
+	_, _ = io.Copy(io.Discard, in)
+	return 0
+}
+
+func (n *tbNode) writer(topic int) *ring.Writer {
+	if w := n.writers[topic]; w != nil {
+		return w.w
+	}
+	return nil
+}
+
+// drain reports a writer's dropped targets: a reader the writer stopped
+// writing to is a failure of the run, never silent.
+func drain(w *ring.Writer) error {
+	if w == nil {
+		return nil
+	}
+	if st := w.Stats(); st.Dropped > 0 {
+		return fmt.Errorf("bench: writer dropped %d targets", st.Dropped)
+	}
+	return nil
+}
