@@ -86,3 +86,23 @@ func TestNode_ServerRestart_ReconnectsReannouncesAndFindsNewNode(t *testing.T) {
 	require.Eventually(t, func() bool { return len(pub.Subscribers()) == 1 }, eventually, tick)
 	require.Eventually(t, func() bool { return rec.count("pub+c/c") == 1 }, eventually, tick)
 }
+
+func TestNode_Close_WhileServerDown_ReturnsPromptly(t *testing.T) {
+	srv, url := startNatsd(t, freePort(t))
+	cfg := testConfig("a", url)
+	cfg.RequestTimeout = 500 * time.Millisecond
+	a := openNode(t, cfg)
+	_, err := a.Subscribe(context.Background(), subSpec("t", "s", &recorder{}))
+	require.NoError(t, err)
+	srv.kill()
+	require.Eventually(t, func() bool { return !a.Connected() }, eventually, tick)
+	done := make(chan error, 1)
+	go func() { done <- a.Close() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "a goodbye that cannot be sent is not an error of Close")
+	case <-time.After(eventually):
+		t.Fatal("Close hung while NATS was down")
+	}
+	require.NoError(t, a.Close())
+}

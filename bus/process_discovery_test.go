@@ -71,3 +71,31 @@ func TestNode_PeerKilled_NoticedWithinTimeout_CallbackOnce(t *testing.T) {
 	assert.Empty(t, pub.Subscribers())
 	assert.Empty(t, n.Peers())
 }
+
+func TestHome_HomeProcessKilled_OtherPublisherToldWithinTimeout(t *testing.T) {
+	ctx := context.Background()
+	_, url := startNatsd(t, freePort(t))
+	home := startProc(t, "bus-node", "-url", url, "-id", "home", "-topic", "ht", "-pub")
+	n := openNode(t, testConfig("other", url))
+	var rec recorder
+	lost := make(chan error, 2)
+	spec := pubSpec("ht", &rec)
+	spec.OnHomeLost = func(h bus.HomeInfo, err error) { rec.add("homelost " + h.Node.ID); lost <- err }
+	pub, err := n.Publish(ctx, spec)
+	require.NoError(t, err)
+	require.Equal(t, "home", pub.Home().Node.ID)
+	require.False(t, pub.Home().Local)
+	require.Equal(t, []byte("home-of-ht"), pub.Home().Descriptor)
+
+	home.kill() // SIGKILL: no goodbye, no unhome
+	select {
+	case err := <-lost:
+		require.ErrorIs(t, err, bus.ErrHomeLost)
+		require.ErrorIs(t, err, bus.ErrPeerLost)
+	case <-time.After(hbTimeout + eventually):
+		t.Fatal("home process killed, other publisher never told")
+	}
+	require.ErrorIs(t, pub.HomeErr(), bus.ErrHomeLost)
+	time.Sleep(3 * hbInterval)
+	assert.Equal(t, 1, rec.count("homelost home"))
+}

@@ -78,7 +78,8 @@ func nodeMain(args []string) int {
 	url := fs.String("url", "", "NATS URL")
 	id := fs.String("id", "", "node id")
 	topic := fs.String("topic", "", "topic to subscribe")
-	sub := fs.String("sub", "", "subscriber id")
+	sub := fs.String("sub", "", "subscriber id (subscribe to -topic)")
+	pub := fs.Bool("pub", false, "publish -topic (and so become its home if first)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -91,9 +92,17 @@ func nodeMain(args []string) int {
 		return 1
 	}
 	var rec recorder
-	if _, err := n.Subscribe(ctx, subSpec(*topic, *sub, &rec)); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if *sub != "" {
+		if _, err := n.Subscribe(ctx, subSpec(*topic, *sub, &rec)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if *pub {
+		if _, err := n.Publish(ctx, pubSpec(*topic, &rec)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	fmt.Println("ready", n.ID())
 	waitForEnd()
