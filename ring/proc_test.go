@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/internal/child"
@@ -141,9 +142,16 @@ type subChecker struct {
 	stallAfter uint64
 	stallFor   time.Duration
 	stalled    bool
+	hist       *hdrhistogram.Histogram
 }
 
 func (c *subChecker) OnTicks(ts []Tick) {
+	if c.hist != nil {
+		now := time.Now().UnixNano()
+		for i := range ts {
+			_ = c.hist.RecordValue(now - ts[i].PublishNs)
+		}
+	}
 	for i := range ts {
 		t := &ts[i]
 		if t.Seq != c.expect {
@@ -184,7 +192,8 @@ func subMain(args []string) int {
 	stallFor := fs.Duration("stall-for", 0, "how long to stall")
 	exch := fs.Bool("exch", false, "payload carries the exchange sequence = ring sequence")
 	limit := fs.Duration("limit", 90*time.Second, "give up after")
-	idleName := fs.String("idle", "backoff", "idle strategy: yield or backoff")
+	idleName := fs.String("idle", "backoff", "idle strategy: spin, yield or backoff")
+	lat := fs.Bool("lat", false, "record receive time minus publish time in an HdrHistogram")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -242,6 +251,9 @@ func subMain(args []string) int {
 	}
 	fmt.Println("READY")
 	c := &subChecker{expect: 1, stallAfter: *stallAfter, stallFor: *stallFor, checkExch: *exch}
+	if *lat {
+		c.hist = hdrhistogram.New(1, 10_000_000_000, 3)
+	}
 	rd := r.Reader()
 	deadline := time.Now().Add(*limit)
 	for c.expect <= *end {
@@ -256,6 +268,10 @@ func subMain(args []string) int {
 		}
 	}
 	st := rd.Stats()
+	if c.hist != nil {
+		fmt.Printf("LAT p50=%d p99=%d p999=%d p9999=%d max=%d n=%d\n", c.hist.ValueAtQuantile(50), c.hist.ValueAtQuantile(99),
+			c.hist.ValueAtQuantile(99.9), c.hist.ValueAtQuantile(99.99), c.hist.Max(), c.hist.TotalCount())
+	}
 	fmt.Printf("DONE delivered=%d badcrc=%d badorder=%d badexch=%d order=%x next=%d gap=%d overrun=%d corrupt=%d recovered=%d crediterr=%d torn=%d events=%s\n",
 		c.delivered, c.badCRC, c.badOrder, c.badExch, c.order, c.expect, st.Gap, st.Overrun, st.Corrupt, st.Recovered, st.CreditErrors, st.Torn,
 		strings.Join(append([]string{"-"}, c.events...), ","))
@@ -275,6 +291,7 @@ func pubMain(args []string) int {
 	size := fs.Int("size", 64, "payload bytes")
 	timeout := fs.Duration("timeout", 10*time.Second, "writer timeout")
 	retry := fs.Bool("retry", false, "retry a publish refused with ErrBackPressure before its claim")
+	rate := fs.Int("rate", 100_000, "paced: ticks per second")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -397,6 +414,18 @@ func pubMain(args []string) int {
 			}
 			i += k
 		}
+	case "paced":
+		// Each tick carries its intended send time, so a late send counts
+		// its lateness (no coordinated omission).
+		period := int64(time.Second) / int64(*rate)
+		start := time.Now().UnixNano() + int64(time.Millisecond)
+		for i := uint64(1); i <= *n; i++ {
+			intended := start + int64(i)*period
+			for time.Now().UnixNano() < intended {
+			}
+			fillPayload(payload, uint32(*id), i)
+			count(w.Publish(1, payload, intended))
+		}
 	case "at":
 		for s := uint64(1); s <= *n; s++ {
 			fillPayload(payload, uint32(*id), s)
@@ -441,7 +470,7 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-func startProc(t *testing.T, ctx context.Context, name, role string, args ...string) *proc {
+func startProc(t testing.TB, ctx context.Context, name, role string, args ...string) *proc {
 	t.Helper()
 	cmd, err := child.Command(ctx, role, args...)
 	require.NoError(t, err)
@@ -472,14 +501,14 @@ func startProc(t *testing.T, ctx context.Context, name, role string, args ...str
 
 func (p *proc) wait() { p.waitOnce.Do(func() { _ = p.cmd.Wait() }) }
 
-func (p *proc) send(t *testing.T, format string, args ...any) {
+func (p *proc) send(t testing.TB, format string, args ...any) {
 	t.Helper()
 	_, err := fmt.Fprintf(p.in, format+"\n", args...)
 	require.NoError(t, err, "%s: %s", p.name, p.stderr.String())
 }
 
 // expect waits for a line starting with word and returns its other fields.
-func (p *proc) expect(t *testing.T, word string, wait time.Duration) []string {
+func (p *proc) expect(t testing.TB, word string, wait time.Duration) []string {
 	t.Helper()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -508,7 +537,7 @@ func kv(fields []string) map[string]string {
 	return m
 }
 
-func num(t *testing.T, m map[string]string, k string) uint64 {
+func num(t testing.TB, m map[string]string, k string) uint64 {
 	t.Helper()
 	v, err := strconv.ParseUint(m[k], 10, 64)
 	require.NoError(t, err, "%s in %v", k, m)
@@ -517,7 +546,7 @@ func num(t *testing.T, m map[string]string, k string) uint64 {
 
 // procTopic is one cross-process topic: the parent's home, children.
 type procTopic struct {
-	t    *testing.T
+	t    testing.TB
 	dev  *shm.Device
 	home *Home
 	hcq  rdma.CompletionQueue
@@ -530,7 +559,7 @@ type pubSpec struct{ args []string }
 
 // startTopic starts the subscribers and publishers, wires every QP, and
 // returns once every child said READY. GO is the caller's.
-func startTopic(t *testing.T, ctx context.Context, subs []subSpec, pubs []pubSpec) *procTopic {
+func startTopic(t testing.TB, ctx context.Context, subs []subSpec, pubs []pubSpec) *procTopic {
 	t.Helper()
 	pt := &procTopic{t: t}
 	var err error
@@ -602,7 +631,7 @@ func startTopic(t *testing.T, ctx context.Context, subs []subSpec, pubs []pubSpe
 
 // expectAny waits for a line starting with one of words; it returns the
 // whole line.
-func (p *proc) expectAny(t *testing.T, wait time.Duration, words ...string) []string {
+func (p *proc) expectAny(t testing.TB, wait time.Duration, words ...string) []string {
 	t.Helper()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()

@@ -1,0 +1,202 @@
+package ring
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/tickbus/tickbus/internal/child"
+	"github.com/tickbus/tickbus/internal/shmem"
+)
+
+// Latency benchmarks, each reporting p50, p99, p99.9, p99.99 (ns) from an
+// HdrHistogram (1 ns .. 10 s, 3 significant digits). Run them in one go so
+// the ratios come from one run:
+//
+//	go test -run XXX -bench 'Latency|Floor|Jitter' -benchtime 200000x ./ring/
+//
+// b.N is the number of ticks (or round trips, or schedule points).
+
+const pacedRate = 100_000 // ticks per second
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 10_000_000_000, 3) }
+
+func reportHist(b *testing.B, h *hdrhistogram.Histogram) {
+	b.ReportMetric(float64(h.ValueAtQuantile(50)), "p50-ns")
+	b.ReportMetric(float64(h.ValueAtQuantile(99)), "p99-ns")
+	b.ReportMetric(float64(h.ValueAtQuantile(99.9)), "p99.9-ns")
+	b.ReportMetric(float64(h.ValueAtQuantile(99.99)), "p99.99-ns")
+	b.ReportMetric(float64(h.Max()), "max-ns")
+}
+
+func reportLat(b *testing.B, m map[string]string) {
+	for _, k := range []struct{ key, unit string }{{"p50", "p50-ns"}, {"p99", "p99-ns"}, {"p999", "p99.9-ns"}, {"p9999", "p99.99-ns"}, {"max", "max-ns"}} {
+		v, err := strconv.ParseFloat(m[k.key], 64)
+		if err != nil {
+			b.Fatalf("%s in %v", k.key, m)
+		}
+		b.ReportMetric(v, k.unit)
+	}
+}
+
+// BenchmarkLatency_CrossProcess: one publisher process paced at 100,000
+// ticks/s, 64-byte ticks, one spinning subscriber process on a lossy ring;
+// one-way latency from the intended send time to delivery.
+func BenchmarkLatency_CrossProcess(b *testing.B) {
+	n := strconv.Itoa(b.N)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	pt := startTopic(b, ctx,
+		[]subSpec{{[]string{"-mode", "lossy", "-slots", "16384", "-end", n, "-idle", "spin", "-lat", "-limit", "9m"}}},
+		[]pubSpec{{[]string{"-claim", "cas", "-how", "paced", "-rate", strconv.Itoa(pacedRate), "-n", n, "-size", "64"}}})
+	b.ResetTimer()
+	pt.goAll()
+	lat := kv(pt.subs[0].expect(b, "LAT", 9*time.Minute))
+	s := kv(pt.subs[0].expect(b, "DONE", time.Minute))
+	b.StopTimer()
+	pt.done(pt.pubs, time.Minute)
+	pt.exitAll()
+	if s["events"] != "-" || s["badcrc"] != "0" {
+		b.Fatalf("ticks lost or bad during the latency run: %v", s)
+	}
+	reportLat(b, lat)
+}
+
+// BenchmarkLatency_Chan: the same paced schedule through a buffered Go
+// channel between two goroutines, the receiver spinning.
+func BenchmarkLatency_Chan(b *testing.B) {
+	ch := make(chan int64, 1<<14)
+	h := newHist()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < b.N; i++ {
+			var t int64
+			for {
+				select {
+				case t = <-ch:
+				default:
+					continue
+				}
+				break
+			}
+			_ = h.RecordValue(time.Now().UnixNano() - t)
+		}
+	}()
+	b.ResetTimer()
+	period := int64(time.Second) / pacedRate
+	start := time.Now().UnixNano() + int64(time.Millisecond)
+	for i := 0; i < b.N; i++ {
+		intended := start + int64(i)*period
+		for time.Now().UnixNano() < intended {
+		}
+		ch <- intended
+	}
+	<-done
+	b.StopTimer()
+	reportHist(b, h)
+}
+
+func init() { child.Register("ring-floor", floorMain) }
+
+// floorMain answers pings on a shared cache line: it waits for ping == i
+// and stores pong = i, for i = 1..n (argument), on the memfd at fd 3.
+func floorMain(args []string) int {
+	n, err := strconv.ParseUint(args[0], 10, 64)
+	if err != nil {
+		return die("n: %v", err)
+	}
+	mem, err := shmem.Map(3, 4096)
+	if err != nil {
+		return die("map: %v", err)
+	}
+	ping, pong := at[atomic.Uint64](mem, 0), at[atomic.Uint64](mem, 2*LineSize)
+	for i := uint64(1); i <= n; i++ {
+		for k := 0; ping.Load() != i; k++ { // pairs with the parent's ping store
+			if k&0xfffff == 0xfffff {
+				runtime.Gosched()
+			}
+		}
+		pong.Store(i) // pairs with the parent's pong load
+	}
+	return 0
+}
+
+// BenchmarkFloor_CacheLine_CrossProcess: the floor. One cache line handed
+// back and forth between two processes through shared memory; one-way is
+// half the round trip.
+func BenchmarkFloor_CacheLine_CrossProcess(b *testing.B) {
+	m, err := shmem.Alloc("ring-floor", 4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd, err := child.Command(ctx, "ring-floor", strconv.Itoa(b.N))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(m.Fd()), "floor")}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	mem := m.Bytes()
+	ping, pong := at[atomic.Uint64](mem, 0), at[atomic.Uint64](mem, 2*LineSize)
+	h := newHist()
+	b.ResetTimer()
+	for i := uint64(1); i <= uint64(b.N); i++ {
+		t0 := time.Now().UnixNano()
+		ping.Store(i)                                 // pairs with the child's ping load
+		for k := 0; pong.Load() != i && k >= 0; k++ { // pairs with the child's pong store
+			if k&0xfffff == 0xfffff {
+				runtime.Gosched()
+			}
+		}
+		_ = h.RecordValue((time.Now().UnixNano() - t0) / 2)
+	}
+	b.StopTimer()
+	if err := cmd.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	reportHist(b, h)
+}
+
+// BenchmarkJitterProbe: two spinning threads follow the paced schedule
+// (100,000 points a second) and record how late they notice each point:
+// the platform's own jitter, the ceiling any spinning pair can reach.
+func BenchmarkJitterProbe(b *testing.B) {
+	hs := []*hdrhistogram.Histogram{newHist(), newHist()}
+	period := int64(time.Second) / pacedRate
+	start := time.Now().UnixNano() + int64(time.Millisecond)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for _, h := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for i := 0; i < b.N; i++ {
+				intended := start + int64(i)*period
+				now := time.Now().UnixNano()
+				for now < intended {
+					now = time.Now().UnixNano()
+				}
+				_ = h.RecordValue(now - intended + 1)
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	hs[0].Merge(hs[1])
+	reportHist(b, hs[0])
+}

@@ -1,0 +1,184 @@
+package ring
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// In-process benchmarks: real shm device, loopback QPs, as across
+// processes. Run: go test -run XXX -bench . -benchtime 2000000x ./ring/
+
+func benchTopo(b *testing.B, journal int, mode Mode, slots int, wc WriterConfig) (*topo, *Ring) {
+	tp := newTopo(b, HomeConfig{JournalSlots: journal}, wc)
+	r := tp.addRing(RingConfig{Slots: slots, Mode: mode, MaxBatch: 1024})
+	return tp, r
+}
+
+// BenchmarkPublish is claim + write + stamp into one lossy ring with no
+// reader: the uncontended cost of one tick (CAS claim from the cached value).
+func BenchmarkPublish(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		journal int
+		mode    Mode
+		claim   ClaimMode
+	}{
+		{"lossy-cas", 0, Lossy, ClaimCAS},
+		{"lossy-faa", 0, Lossy, ClaimFAA},
+		{"lossy-cas+journal", 4096, Lossy, ClaimCAS},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			tp, _ := benchTopo(b, c.journal, c.mode, 1<<16, WriterConfig{Claim: c.claim})
+			payload := make([]byte, 64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := tp.w.Publish(1, payload, int64(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ticks/s")
+		})
+	}
+}
+
+// BenchmarkPublishBatch is the same with batched claims (32 per claim);
+// one op is one tick.
+func BenchmarkPublishBatch(b *testing.B) {
+	tp, _ := benchTopo(b, 0, Lossy, 1<<16, WriterConfig{})
+	batch := make([]Tick, 32)
+	for i := range batch {
+		batch[i].Payload = make([]byte, 64)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += len(batch) {
+		if _, err := tp.w.PublishBatch(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ticks/s")
+}
+
+// BenchmarkPoll is one poll delivering one tick (published outside the
+// timer in chunks).
+func BenchmarkPoll(b *testing.B) {
+	for _, mode := range []Mode{Lossy, Reliable} {
+		b.Run(mode.String(), func(b *testing.B) {
+			tp, r := benchTopo(b, 0, mode, 1<<12, WriterConfig{})
+			rd := r.Reader()
+			rd.maxBatch = 1
+			payload := make([]byte, 64)
+			h := &nopHandler{}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 1024 {
+				b.StopTimer()
+				for k := 0; k < 1024; k++ {
+					if _, err := tp.w.Publish(1, payload, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				for k := 0; k < 1024; k++ {
+					rd.Poll(h)
+				}
+			}
+			b.StopTimer()
+			if h.events != 0 {
+				b.Fatalf("%d events", h.events)
+			}
+		})
+	}
+}
+
+// BenchmarkPubSub is one publisher goroutine and one reader goroutine on a
+// reliable ring (nothing lost): ticks per second, single and batched claims.
+func BenchmarkPubSub(b *testing.B) {
+	for _, batch := range []int{1, 32} {
+		b.Run(map[int]string{1: "single", 32: "batch32"}[batch], func(b *testing.B) {
+			tp, r := benchTopo(b, 0, Reliable, 1<<14, WriterConfig{Timeout: 10 * time.Second})
+			rd := r.Reader()
+			ticks := make([]Tick, batch)
+			for i := range ticks {
+				ticks[i].Payload = make([]byte, 64)
+			}
+			n := uint64(b.N)
+			done := make(chan struct{})
+			h := &nopHandler{}
+			b.ReportAllocs()
+			b.ResetTimer()
+			go func() {
+				defer close(done)
+				var idle rdma.Yield
+				for rd.Next() <= n {
+					idle.Idle(rd.Poll(h))
+				}
+			}()
+			for sent := uint64(0); sent < n; {
+				k := min(uint64(batch), n-sent)
+				var err error
+				if batch == 1 {
+					_, err = tp.w.Publish(1, ticks[0].Payload, 0)
+				} else {
+					_, err = tp.w.PublishBatch(ticks[:k])
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				sent += k
+			}
+			<-done
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ticks/s")
+		})
+	}
+}
+
+// BenchmarkChan is the baseline: a buffered Go channel of 64-byte ticks
+// between two goroutines, single sends and 32-tick batches.
+func BenchmarkChan(b *testing.B) {
+	type tick64 [64]byte
+	b.Run("single", func(b *testing.B) {
+		ch := make(chan tick64, 1<<14)
+		done := make(chan struct{})
+		b.ReportAllocs()
+		b.ResetTimer()
+		go func() {
+			defer close(done)
+			for i := 0; i < b.N; i++ {
+				<-ch
+			}
+		}()
+		var t tick64
+		for i := 0; i < b.N; i++ {
+			ch <- t
+		}
+		<-done
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ticks/s")
+	})
+	b.Run("batch32", func(b *testing.B) {
+		ch := make(chan *[32]tick64, 1<<9)
+		done := make(chan struct{})
+		bufs := make([][32]tick64, 1<<10)
+		b.ReportAllocs()
+		b.ResetTimer()
+		go func() {
+			defer close(done)
+			for i := 0; i < b.N; i += 32 {
+				<-ch
+			}
+		}()
+		for i, k := 0, 0; i < b.N; i, k = i+32, k+1 {
+			ch <- &bufs[k&(len(bufs)-1)]
+		}
+		<-done
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ticks/s")
+	})
+}
