@@ -82,6 +82,10 @@ func (n *Node) resolveHome(ctx context.Context, p *Publication) (HomeInfo, error
 		if !errors.Is(err, ErrNoPeer) || isNamed {
 			continue
 		}
+		if !n.connected.Load() { // no answer because nobody can hear us: claiming now could make a second home
+			lastErr = fmt.Errorf("%w: NATS disconnected", ErrConnect)
+			continue
+		}
 		won, err := n.claim(ctx, topic)
 		if err != nil {
 			lastErr = err

@@ -87,7 +87,7 @@ func TestNode_ServerRestart_ReconnectsReannouncesAndFindsNewNode(t *testing.T) {
 	require.Eventually(t, func() bool { return rec.count("pub+c/c") == 1 }, eventually, tick)
 }
 
-func TestNode_Close_WhileServerDown_ReturnsPromptly(t *testing.T) {
+func TestNode_ServerDown_PublishClaimsNoHome_CloseReturnsPromptly(t *testing.T) {
 	srv, url := startNatsd(t, freePort(t))
 	cfg := testConfig("a", url)
 	cfg.RequestTimeout = 500 * time.Millisecond
@@ -96,6 +96,14 @@ func TestNode_Close_WhileServerDown_ReturnsPromptly(t *testing.T) {
 	require.NoError(t, err)
 	srv.kill()
 	require.Eventually(t, func() bool { return !a.Connected() }, eventually, tick)
+
+	// nobody can answer and nobody can hear a claim: no home is made
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	_, err = a.Publish(ctx, pubSpec("t", &recorder{}))
+	require.ErrorIs(t, err, bus.ErrNoHome)
+	assert.Empty(t, a.Stats().Homes)
+
 	done := make(chan error, 1)
 	go func() { done <- a.Close() }()
 	select {
