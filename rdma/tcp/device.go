@@ -339,25 +339,33 @@ func (d *Device) handshake(c net.Conn) {
 		c.Close()
 		return
 	}
+	untrack() // from here the QP (or this goroutine) closes c; reads and writes stay bounded by the deadline
 	d.mu.Lock()
 	q := d.qps[h.dstQPN]
 	d.mu.Unlock()
 	status := hsNotFound
+	var rc *rawConn
 	if q != nil && q.nonce == h.dstNonce {
-		status = q.attachIncoming(c, h)
+		status, rc = q.attachIncoming(c, h)
 	}
-	if _, err := c.Write(marshalReply(status, uint32(d.cfg.MaxMsgSize))); err != nil || status != hsOK {
-		d.log.Warn().Err(err).Uint8("status", status).Uint32("qpn", h.dstQPN).Msg("handshake refused or failed")
-		if q != nil && status == hsOK {
-			q.fail(rdma.StatusRetryExceeded, fmt.Errorf("tcp: handshake reply: %w", err))
+	_, err = c.Write(marshalReply(status, uint32(d.cfg.MaxMsgSize)))
+	if err == nil && rc != nil {
+		err = c.SetDeadline(time.Time{})
+		if err == nil {
+			err = rc.block()
 		}
-		untrack()
-		c.Close()
+	}
+	if err != nil || status != hsOK {
+		d.log.Warn().Err(err).Uint8("status", status).Uint32("qpn", h.dstQPN).Msg("handshake refused or failed")
+		if rc != nil {
+			q.fail(rdma.StatusRetryExceeded, fmt.Errorf("tcp: handshake reply: %w", err))
+			rc.release()
+		} else {
+			c.Close()
+		}
 		return
 	}
-	c.SetDeadline(time.Time{})
-	untrack()
-	q.serve(c, h.maxMsg)
+	q.serve(rc)
 }
 
 // watchdog fails queue pairs whose oldest outstanding request has had no

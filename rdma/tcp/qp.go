@@ -79,7 +79,7 @@ type QP struct {
 	failStatus atomic.Uint32
 
 	mu         sync.Mutex // control path: Connect, attach, fail, Close
-	out, in    net.Conn
+	out, in    *rawConn
 	remote     rdma.Endpoint
 	haveRemote bool
 	inQPN      uint32
@@ -210,13 +210,23 @@ func (q *QP) Connect(ctx context.Context, remote rdma.Endpoint) error {
 		}
 		return fmt.Errorf("%w: QP moved to %s while connecting", rdma.ErrQPState, st)
 	}
-	q.out = c
+	rc, err := newRawConn(c, 2)
+	if err == nil {
+		err = rc.block()
+	}
+	if err != nil {
+		q.mu.Unlock()
+		c.Close()
+		q.fail(rdma.StatusFlushed, err)
+		return err
+	}
+	q.out = rc
 	q.maxMsg = min(uint32(q.dev.cfg.MaxMsgSize), peerMax)
 	q.tx = newTxRing(q.dev.cfg.SendBuffer)
 	q.state.Store(uint32(rdma.QPReadyToReceive))
 	q.workers.Add(2)
-	go q.reap(c)
-	go q.flush(c, q.tx)
+	go q.reap(rc)
+	go q.flush(rc, q.tx)
 	q.state.Store(uint32(rdma.QPReadyToSend))
 	q.mu.Unlock()
 	q.log.Debug().Stringer("remote", remote).Msg("connected")
@@ -271,22 +281,28 @@ func (q *QP) dial(ctx context.Context, remote rdma.Endpoint) (net.Conn, uint32, 
 }
 
 // attachIncoming gives the QP the connection a peer dialled, if the QP can
-// take it. Called by the device's handshake goroutine.
-func (q *QP) attachIncoming(c net.Conn, h hello) uint8 {
+// take it, and returns it wrapped for one user (the responder). Called by
+// the device's handshake goroutine.
+func (q *QP) attachIncoming(c net.Conn, h hello) (uint8, *rawConn) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch rdma.QPState(q.state.Load()) {
 	case rdma.QPError, rdma.QPClosed:
-		return hsRefused
+		return hsRefused, nil
 	}
 	if q.in != nil {
-		return hsRefused
+		return hsRefused, nil
 	}
 	if q.haveRemote && (q.remote.QPN != h.srcQPN || q.remote.Nonce != h.srcNonce) {
-		return hsRefused
+		return hsRefused, nil
 	}
-	q.in, q.inQPN, q.inNonce = c, h.srcQPN, h.srcNonce
-	return hsOK
+	rc, err := newRawConn(c, 1)
+	if err != nil {
+		q.log.Warn().Err(err).Msg("incoming connection")
+		return hsRefused, nil
+	}
+	q.in, q.inQPN, q.inNonce = rc, h.srcQPN, h.srcNonce
+	return hsOK, rc
 }
 
 // fail moves the QP to ERR (unless it is already in ERR or CLOSED), closes
@@ -307,10 +323,10 @@ func (q *QP) fail(st rdma.Status, cause error) {
 	q.mu.Unlock()
 	q.log.Warn().Err(cause).Stringer("status", st).Msg("queue pair moved to ERR")
 	if out != nil {
-		out.Close()
+		out.shutdown()
 	}
 	if in != nil {
-		in.Close()
+		in.shutdown()
 	}
 	q.drain()
 	q.drainRecv()
@@ -406,10 +422,10 @@ func (q *QP) Close() error {
 		out, in := q.out, q.in
 		q.mu.Unlock()
 		if out != nil {
-			out.Close()
+			out.shutdown()
 		}
 		if in != nil {
-			in.Close()
+			in.shutdown()
 		}
 		q.workers.Wait()
 		q.drain()

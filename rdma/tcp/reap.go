@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync/atomic"
 
 	"github.com/tickbus/tickbus/rdma"
@@ -15,8 +14,9 @@ import (
 // reap reads the responses to this QP's requests and completes them in
 // order. Any read error, malformed or unexpected response, or NAK ends it and
 // moves the QP to ERR.
-func (q *QP) reap(c net.Conn) {
+func (q *QP) reap(c *rawConn) {
 	defer q.workers.Done()
+	defer c.release()
 	br := bufio.NewReaderSize(c, 64<<10)
 	var hdr [respHeaderLen]byte
 	var err error

@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"encoding/binary"
-	"net"
 	"runtime"
 	"sync/atomic"
 
@@ -226,8 +225,9 @@ func (t *txRing) publish() {
 // flush writes what PostSend buffered to the socket, as much as there is
 // per system call (one write, or one writev when the data wraps). When the
 // buffer stays empty for FlushSpins yields it parks until PostSend wakes it.
-func (q *QP) flush(c net.Conn, t *txRing) {
+func (q *QP) flush(c *rawConn, t *txRing) {
 	defer q.workers.Done()
+	defer c.release()
 	var vec [2][]byte
 	spins := 0
 	for {
@@ -258,8 +258,7 @@ func (q *QP) flush(c net.Conn, t *txRing) {
 			_, err = c.Write(t.buf[i : i+(w-r)])
 		} else {
 			vec[0], vec[1] = t.buf[i:], t.buf[:j]
-			bufs := net.Buffers(vec[:])
-			_, err = bufs.WriteTo(c)
+			err = c.writev(&vec)
 		}
 		if err != nil {
 			q.fail(rdma.StatusRetryExceeded, err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync/atomic"
 
 	"github.com/tickbus/tickbus/rdma"
@@ -19,11 +18,11 @@ import (
 // just before the responder would block reading. Garbage, a truncated frame
 // or a broken connection ends it and moves the QP to ERR; the memory of
 // this device is only touched by whole, valid frames.
-func (q *QP) serve(c net.Conn, peerMax uint32) {
+func (q *QP) serve(c *rawConn) {
+	defer c.release()
 	br := bufio.NewReaderSize(c, 256<<10)
 	bw := bufio.NewWriterSize(c, 64<<10)
 	s := responder{q: q, bw: bw, max: uint32(q.dev.cfg.MaxMsgSize)}
-	_ = peerMax // the peer sends no more than min(its, ours); our own limit is what we enforce
 	var hdr [reqHeaderLen]byte
 	var err error
 	expect := uint64(1)
@@ -70,12 +69,12 @@ func (q *QP) serve(c net.Conn, peerMax uint32) {
 	}
 	switch {
 	case errors.Is(err, ErrFrame):
-		q.log.Warn().Err(err).Str("peer", c.RemoteAddr().String()).Msg("garbage on data connection; closing it")
+		q.log.Warn().Err(err).Str("peer", c.remoteAddr()).Msg("garbage on data connection; closing it")
 		q.fail(rdma.StatusFlushed, err)
 	default:
 		q.fail(rdma.StatusRetryExceeded, fmt.Errorf("tcp: incoming connection: %w", err))
 	}
-	c.Close()
+	c.shutdown()
 }
 
 // responder is serve's state.

@@ -1,0 +1,142 @@
+package tcp
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// rawConn does a data connection's I/O with blocking system calls on the
+// socket, not through Go's network poller.
+//
+// Why: pollers spin on their CQs with runtime.Gosched, which keeps the
+// scheduler's run queues non-empty, and the scheduler polls the network
+// only when it runs out of work (or from sysmon, every 10 ms). A reader
+// parked in the netpoller would then wake up to 10 ms late. A goroutine
+// blocked in read(2) holds its own thread and is runnable as soon as the
+// kernel has data.
+//
+// The fd stays owned by the net.Conn. shutdown wakes blocked readers and
+// writers; the fd is closed only when the last goroutine using it calls
+// release, so a late read can never hit a reused descriptor number.
+type rawConn struct {
+	c  net.Conn
+	fd int
+
+	mu     sync.Mutex
+	users  int
+	closed bool
+}
+
+// newRawConn wraps c for users goroutines, each of which calls release
+// when done with it.
+func newRawConn(c net.Conn, users int) (*rawConn, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("tcp: %T has no file descriptor", c)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("tcp: raw connection: %w", err)
+	}
+	fd := -1
+	if err := raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		return nil, fmt.Errorf("tcp: raw connection: %w", err)
+	}
+	return &rawConn{c: c, fd: fd, users: users}, nil
+}
+
+// block switches the socket to blocking mode; call it before the first Read
+// or Write and after the last use of the net.Conn's own methods.
+func (r *rawConn) block() error {
+	if err := unix.SetNonblock(r.fd, false); err != nil {
+		return fmt.Errorf("tcp: blocking mode: %w", err)
+	}
+	return nil
+}
+
+func (r *rawConn) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(r.fd, b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(b) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+func (r *rawConn) Write(b []byte) (int, error) {
+	done := 0
+	for done < len(b) {
+		n, err := unix.Write(r.fd, b[done:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// writev writes a then b with as few system calls as the kernel allows.
+func (r *rawConn) writev(iov *[2][]byte) error {
+	bufs := iov[:]
+	for len(bufs) > 0 {
+		n, err := unix.Writev(r.fd, bufs)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for n > 0 && len(bufs) > 0 {
+			if n >= len(bufs[0]) {
+				n -= len(bufs[0])
+				bufs = bufs[1:]
+				continue
+			}
+			bufs[0] = bufs[0][n:]
+			n = 0
+		}
+		for len(bufs) > 0 && len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+		}
+	}
+	return nil
+}
+
+// shutdown ends the connection both ways and wakes anyone blocked on it.
+// Idempotent; safe from any goroutine.
+func (r *rawConn) shutdown() {
+	r.mu.Lock()
+	if !r.closed {
+		unix.Shutdown(r.fd, unix.SHUT_RDWR)
+	}
+	r.mu.Unlock()
+}
+
+// release is called once by each user when it no longer touches the fd;
+// the last one closes it.
+func (r *rawConn) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.users--
+	if r.users == 0 && !r.closed {
+		r.closed = true
+		unix.Shutdown(r.fd, unix.SHUT_RDWR)
+		r.c.Close()
+	}
+}
+
+func (r *rawConn) remoteAddr() string { return r.c.RemoteAddr().String() }
