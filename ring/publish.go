@@ -139,6 +139,7 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 				w.idle.Idle(0)
 				continue
 			}
+			w.idle.Reset()
 		}
 		got, err := w.atomic(rdma.OpCompareAndSwap, orig, seq+1, 0)
 		if err != nil {
@@ -166,6 +167,15 @@ func (w *Writer) begin() (*targetList, error) {
 	}
 	if w.broken != nil {
 		return nil, w.broken
+	}
+	if w.sweep && w.mu.TryLock() {
+		w.sweep = false
+		for _, t := range w.targets.Load().all {
+			if t.dropped {
+				w.removeLocked(t.id, t)
+			}
+		}
+		w.mu.Unlock()
 	}
 	w.deadline = 0
 	return w.targets.Load(), nil // pairs with the Store in AddTarget/RemoveTarget
@@ -450,9 +460,15 @@ func (w *Writer) drop(t *target, err error) {
 		return
 	}
 	w.stats.dropped.Add(1)
-	w.mu.Lock()
-	w.removeLocked(t.id, t)
-	w.mu.Unlock()
+	// Never wait on the control plane here: if AddTarget/RemoveTarget hold
+	// the lock, the target stays in the list, skipped (dropped), until a
+	// later publish finds the lock free.
+	if w.mu.TryLock() {
+		w.removeLocked(t.id, t)
+		w.mu.Unlock()
+	} else {
+		w.sweep = true
+	}
 	w.log.Warn().Uint64("target", t.id).Err(err).Msg("ring: target dropped")
 	if w.onDrop != nil {
 		w.onDrop(t.id, err)

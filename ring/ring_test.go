@@ -425,3 +425,52 @@ func TestReader_ReadInto_CopiesAndReportsShortBuffer(t *testing.T) {
 
 var _ = errors.Is
 var _ = fmt.Sprint
+
+func TestWriterReader_Close_StopsAndIsIdempotent(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{})
+	_, err := tp.w.Publish(0, payloadFor(1, 8), 0)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	require.NoError(t, r.Close())
+	var c collector
+	assert.Zero(t, r.Reader().Poll(&c), "a closed reader delivers nothing")
+	_, _, err = r.Reader().ReadInto(&Tick{}, make([]byte, 64))
+	require.ErrorIs(t, err, ErrClosed)
+	require.NoError(t, tp.w.Close())
+	require.NoError(t, tp.w.Close())
+	_, err = tp.w.Publish(0, nil, 0)
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = tp.w.AddTarget(Target{ID: 5, QP: tp.w.homeQP, Ring: r.Desc()})
+	require.ErrorIs(t, err, ErrClosed)
+	require.NoError(t, tp.home.Close())
+	require.NoError(t, tp.home.Close())
+}
+
+func TestWriter_HomeQPFailure_IsStickyErrHomeFailed(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	tp.addRing(RingConfig{})
+	_, err := tp.w.Publish(0, payloadFor(1, 8), 0)
+	require.NoError(t, err)
+	require.NoError(t, tp.home.Close()) // the counter's region is gone
+	_, err = tp.w.Publish(0, payloadFor(2, 8), 0)
+	require.ErrorIs(t, err, ErrHomeFailed)
+	_, err = tp.w.Publish(0, payloadFor(3, 8), 0)
+	require.ErrorIs(t, err, ErrHomeFailed, "sticky: the writer cannot claim any more")
+}
+
+func TestWriter_AddTarget_RefusesRingWithSmallerSlots(t *testing.T) {
+	tp := newTopo(t, HomeConfig{SlotSize: 256}, WriterConfig{})
+	small, err := NewRing(tp.dev, RingConfig{SlotSize: 128})
+	require.NoError(t, err)
+	defer small.Close()
+	wq, _ := qpPair(t, tp.dev, tp.wcq, tp.dev, tp.rcq)
+	_, err = tp.w.AddTarget(Target{ID: 1, QP: wq, Ring: small.Desc()})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "96 bytes of payload")
+	assert.Equal(t, 0, tp.w.Stats().Targets)
+	bad := small.Desc()
+	bad.Slots = 3
+	_, err = tp.w.AddTarget(Target{ID: 2, QP: wq, Ring: bad})
+	require.ErrorIs(t, err, ErrMalformed)
+}

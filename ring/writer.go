@@ -244,6 +244,7 @@ type Writer struct {
 	claimID    uint64
 	pending    int // signalled WRITEs not yet reaped
 	skipBuf    [8]byte
+	sweep      bool // dropped targets wait for the lock to be removed
 	_          [LineSize]byte
 
 	targets atomic.Pointer[targetList]
