@@ -34,7 +34,7 @@ func testZeroAllocs(t *testing.T, p Provider) {
 	for _, tc := range cases {
 		wr := tc.wr
 		var bad rdma.Status
-		allocs := testing.AllocsPerRun(200, func() {
+		allocs := testing.AllocsPerRun(50, func() {
 			if err := x.a.PostSend(&wr); err != nil {
 				bad = rdma.StatusFatal
 				return
@@ -56,7 +56,7 @@ func testZeroAllocs(t *testing.T, p Provider) {
 	// Unsignalled requests, signalling every 16th, as the ring posts them.
 	wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagInline, Inline: payload, Remote: remote(x.target, 128)}
 	i := 0
-	allocs := testing.AllocsPerRun(320, func() {
+	allocs := testing.AllocsPerRun(160, func() {
 		i++
 		wr.Flags = rdma.FlagInline
 		if i%16 == 0 {

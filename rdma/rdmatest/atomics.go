@@ -25,9 +25,9 @@ const (
 
 func atomicRounds() int {
 	if testing.Short() {
-		return 300
+		return 100
 	}
-	return 2000
+	return 500
 }
 
 // atomicRacer does n FAA(+1) on faaOff and n CAS increments on casOff of rr

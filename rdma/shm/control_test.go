@@ -354,3 +354,20 @@ func TestCQ_Full_PostSendRefusedNotOverflowed(t *testing.T) {
 	require.NoError(t, a.PostSend(&wr))
 	assert.Zero(t, cq.(*CQ).q.Overflows.Load())
 }
+
+func TestRegion_ReadOnlyForPeers_GetsReadOnlyFD(t *testing.T) {
+	d := openTestDevice(t, Config{})
+	ro, err := d.RegisterMemory(4096, rdma.AccessRemoteRead)
+	require.NoError(t, err)
+	rw, err := d.RegisterMemory(4096, rdma.AccessRemoteRead|rdma.AccessRemoteWrite)
+	require.NoError(t, err)
+	mode := func(fd int) int {
+		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		require.NoError(t, err)
+		return fl & unix.O_ACCMODE
+	}
+	assert.Equal(t, unix.O_RDONLY, mode(ro.(*Region).fd))
+	assert.Equal(t, unix.O_RDWR, mode(rw.(*Region).fd))
+	_, err = unix.Mmap(ro.(*Region).fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	assert.ErrorIs(t, err, unix.EACCES, "a peer cannot map a read-only region writable")
+}

@@ -74,9 +74,17 @@ func (d *Device) Register(mem []byte, access rdma.Access) (rdma.MemoryRegion, er
 }
 
 func (d *Device) register(mem []byte, owned *shmem.Mapping, fd int, fileOff uint64, access rdma.Access) (*Region, error) {
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	// Our own fd for peers. A region no peer may write gets a read-only fd,
+	// so a peer could not map it writable even if it tried.
+	var dup int
+	var err error
+	if access&(rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) == 0 {
+		dup, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	} else {
+		dup, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("shm: dup memfd: %w", err)
+		return nil, fmt.Errorf("shm: own fd for the memfd: %w", err)
 	}
 	r := &Region{
 		dev:     d,
