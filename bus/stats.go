@@ -32,6 +32,9 @@ type Stats struct {
 	ConnectsServed  uint64            `json:"connects_served"`
 	ConnectsRefused uint64            `json:"connects_refused"`
 	Ignored         map[string]uint64 `json:"ignored"` // bad messages ignored, per subject kind
+	// DiscoveryDropped counts discovery messages the NATS client dropped
+	// because this node could not keep up (slow consumer).
+	DiscoveryDropped int `json:"discovery_dropped"`
 }
 
 type counters struct {
@@ -69,6 +72,9 @@ func (n *Node) Stats() Stats {
 		ConnectsServed:  c.connectsServed.Load(),
 		ConnectsRefused: c.connectsRefused.Load(),
 		Ignored:         map[string]uint64{},
+	}
+	if d, err := n.disc.Dropped(); err == nil {
+		s.DiscoveryDropped = d
 	}
 	c.mu.Lock()
 	for k, v := range c.ignored {
