@@ -371,3 +371,25 @@ func TestRegion_ReadOnlyForPeers_GetsReadOnlyFD(t *testing.T) {
 	_, err = unix.Mmap(ro.(*Region).fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	assert.ErrorIs(t, err, unix.EACCES, "a peer cannot map a read-only region writable")
 }
+
+// An unknown opcode completes with an error like any other, and its
+// send-queue entry is freed when that completion is polled.
+func TestPostSend_UnknownOpcode_FreesItsEntry(t *testing.T) {
+	d := openTestDevice(t, Config{})
+	cq, err := d.CreateCQ(8)
+	require.NoError(t, err)
+	for _, op := range []rdma.Opcode{rdma.OpRecv, rdma.OpRecvImm, 0, 200} {
+		qp, err := d.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 1})
+		require.NoError(t, err)
+		peer := newTestQP(t, d, nil)
+		require.NoError(t, qp.Connect(ctx5(t), peer.LocalEndpoint()))
+		wr := rdma.WorkRequest{Op: op, Flags: rdma.FlagInline, Inline: []byte{1}}
+		require.NoError(t, qp.PostSend(&wr))
+		buf := make([]rdma.Completion, 2)
+		require.Equal(t, 1, cq.Poll(buf))
+		assert.Equal(t, rdma.StatusLocalQPOp, buf[0].Status, "%s", op)
+		require.NoError(t, qp.PostSend(&wr), "%s: the entry was freed (the QP is in ERR now: flushed)", op)
+		require.Equal(t, 1, cq.Poll(buf))
+		assert.Equal(t, rdma.StatusFlushed, buf[0].Status)
+	}
+}

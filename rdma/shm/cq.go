@@ -81,13 +81,15 @@ func (c *CQ) Poll(buf []rdma.Completion) int {
 		if n > 0 {
 			c.credits.Add(int64(n))
 			qps := *c.dev.qps.Load()
+			// Every queued completion of a live QP is a send completion
+			// (receives are drained straight into buf below; the only
+			// queued receive completions are the flushes of QP.Close, which
+			// first takes the QP out of the table).
 			for i := range buf[:n] {
-				cp := &buf[i]
-				if cp.Op == rdma.OpRecv || cp.Op == rdma.OpRecvImm || int(cp.QPN) >= len(qps) {
-					continue
-				}
-				if q := qps[cp.QPN]; q != nil && q.sendCQ == c {
-					q.retire()
+				if qpn := buf[i].QPN; int(qpn) < len(qps) {
+					if q := qps[qpn]; q != nil && q.sendCQ == c {
+						q.retire()
+					}
 				}
 			}
 		}
