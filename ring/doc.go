@@ -49,8 +49,10 @@
 //	reliable: WRITE body (bytes 8..), WRITE stamp
 //	lossy:    WRITE stamp=StampBusy, WRITE body, WRITE stamp   (a seqlock)
 //
-// Writes on one QP are placed in order, so a stamp is never visible before
-// its body, on shm (CPU copies, the 8-byte stamp a single store) as on a
+// A batch's run of consecutive slots goes in one body WRITE whose staged
+// stamps are StampBusy, then one stamp WRITE per slot (k+1 WRITEs for k
+// ticks; lossy 2k+1). Writes on one QP are placed in order, so a stamp is
+// never visible before its body, on shm (CPU copies, the 8-byte stamp a single store) as on a
 // NIC. Every update of the counter goes through a QP, the home owner's own
 // publisher included (a loopback QP), so a NIC whose atomics are atomic only
 // among themselves stays correct. Only one WRITE in SignalEvery per QP is

@@ -240,6 +240,8 @@ type Writer struct {
 	batchOffs  []int
 	batchLens  []uint32
 	batchSeqs  []uint64
+	stgImages  int    // offset of staging slot 0's image
+	bulk       bool   // runs of slots may go in one WRITE (device's MaxMsgSize allows it)
 	lkey       uint32 // staging lkey on WriterConfig.Device
 	claimID    uint64
 	pending    int // signalled WRITEs not yet reaped
@@ -290,8 +292,14 @@ type WriterStats struct {
 const (
 	stgResult = 0 // 8 bytes: the original value of a claim's CAS/FAA
 	stgBusy   = 8 // 8 bytes: StampBusy, the source of lossy invalidations
-	stgSlots  = LineSize
+	stgStamps = LineSize
+	// Then one u64 per staging slot (the source of its stamp WRITE), then
+	// the slot images at stgImages: each is a whole slot whose stamp field
+	// holds StampBusy, so a run of consecutive slots can go in one WRITE
+	// that leaves every stamp it covers invalid (see writeRun).
 )
+
+func stgImagesOff(n uint64) int { return stgStamps + (int(n)*8+63)&^63 }
 
 // NewWriter makes a writer. It registers its staging memory and credit
 // cells on cfg.Device.
@@ -336,6 +344,8 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	w.lkey = regs.staging.LKey()
 	w.cellsMem = regs.credits.Bytes()
 	binary.LittleEndian.PutUint64(w.stg[stgBusy:], StampBusy)
+	w.stgImages = stgImagesOff(w.stgN)
+	w.bulk = cfg.Device.Caps().MaxMsgSize >= cfg.MaxBatch*w.stgSlot
 	for i := cfg.MaxTargets - 1; i >= 0; i-- {
 		w.cellsFree = append(w.cellsFree, i)
 	}
@@ -356,7 +366,7 @@ func (w *Writer) registerOn(dev rdma.Device) (*devRegs, error) {
 	if r, ok := w.regs[dev]; ok {
 		return r, nil
 	}
-	stgSize := stgSlots + int(w.stgN)*w.stgSlot
+	stgSize := stgImagesOff(w.stgN) + int(w.stgN)*w.stgSlot
 	var r devRegs
 	var err error
 	if len(w.regs) == 0 {
