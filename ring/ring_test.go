@@ -474,3 +474,35 @@ func TestWriter_AddTarget_RefusesRingWithSmallerSlots(t *testing.T) {
 	_, err = tp.w.AddTarget(Target{ID: 2, QP: wq, Ring: bad})
 	require.ErrorIs(t, err, ErrMalformed)
 }
+
+// Batches whose runs wrap around the ring and the staging area arrive
+// whole and in order, in both modes.
+func TestRing_PublishBatch_RunsWrapRingAndStaging(t *testing.T) {
+	for _, mode := range []Mode{Lossy, Reliable} {
+		t.Run(mode.String(), func(t *testing.T) {
+			tp := newTopo(t, HomeConfig{JournalSlots: 64}, WriterConfig{MaxBatch: 10, StagingSlots: 24})
+			r := tp.addRing(RingConfig{Slots: 64, Mode: mode})
+			batch := make([]Tick, 10)
+			var c collector
+			seq := uint64(1)
+			for round := 0; round < 300; round++ {
+				k := 1 + round%10
+				for i := 0; i < k; i++ {
+					batch[i] = Tick{Type: uint16(i), Payload: payloadFor(seq+uint64(i), int(seq+uint64(i))%90)}
+				}
+				first, err := tp.w.PublishBatch(batch[:k])
+				require.NoError(t, err)
+				require.Equal(t, seq, first)
+				seq += uint64(k)
+				pollUntil(t, r.Reader(), &c, func() bool { return r.Reader().Next() == seq })
+			}
+			require.Empty(t, c.events)
+			require.Len(t, c.ticks, int(seq-1))
+			for i, tk := range c.ticks {
+				s := uint64(i + 1)
+				require.Equal(t, s, tk.Seq)
+				require.Equal(t, payloadFor(s, int(s)%90), tk.Payload)
+			}
+		})
+	}
+}
