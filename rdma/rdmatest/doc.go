@@ -75,7 +75,10 @@
 //   - Process: FAA/CAS increments racing from several processes and this
 //     one (exact sum, each increment once); payload-then-stamp written by
 //     another process and checked here; a peer process SIGKILLed: the QP
-//     fails a request, moves to ERR and flushes what follows.
+//     fails a request, moves to ERR and flushes what follows; SEND (inline
+//     and from an SGE) and WRITE_WITH_IMM to another process complete its
+//     receives with data, length and immediate, and a SEND longer than the
+//     receive fails on both sides.
 //   - Allocs: PostSend + Poll of WRITE (inline, SGE, 8-byte), READ, CAS and
 //     FAA, and unsignalled WRITEs, allocate nothing (testing.AllocsPerRun).
 //

@@ -27,6 +27,7 @@ var processTests = []test{
 	{"Atomics_RacingProcesses", testAtomicsRacingProcesses},
 	{"PayloadThenStamp_FromAnotherProcess", testStampsFromProcess},
 	{"PeerKilled_QPErrors_NothingHangs", testPeerKilled},
+	{"SendAndWriteImm_AcrossProcesses", testSendAcrossProcesses},
 }
 
 // RegisterChildRoles registers the peer-process role the suite spawns for
@@ -53,6 +54,9 @@ func peerRole(p Provider) string { return "rdmatest-peer-" + p.Name }
 //	FAA <hex region> <n>           atomicRacer: n FAA and n CAS increments;
 //	                               answers "OK <won values…>"
 //	STAMPS <hex region> <rounds>   writeStamps into our region
+//	RECV <n>                       post n receives of 1 KiB
+//	WAITRECV <n>                   wait for n receive completions; answers
+//	                               "OK op:status:bytes:imm:hexdata …"
 //
 // It exits when stdin closes.
 func peerMain(p Provider, in io.Reader, out io.Writer) int {
@@ -84,6 +88,10 @@ func peerMain(p Provider, in io.Reader, out io.Writer) int {
 	ep, _ := qp.LocalEndpoint().MarshalBinary()
 	rr, _ := mr.Remote().MarshalBinary()
 	fmt.Fprintf(out, "EP %x\nMR %x\n", ep, rr)
+	rbuf, err := d.RegisterMemory(16*1024, rdma.AccessLocalWrite)
+	if err != nil {
+		return fail(err)
+	}
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -91,46 +99,72 @@ func peerMain(p Provider, in io.Reader, out io.Writer) int {
 			fmt.Fprintf(out, "ERR bad command %q\n", sc.Text())
 			continue
 		}
-		raw, err := hex.DecodeString(f[1])
-		if err != nil {
-			fmt.Fprintf(out, "ERR %v\n", err)
-			continue
+		arg := func(i int) (int, error) {
+			if i >= len(f) {
+				return 0, fmt.Errorf("missing argument %d", i)
+			}
+			return strconv.Atoi(f[i])
 		}
-		switch {
-		case f[0] == "CONNECT":
+		switch f[0] {
+		case "CONNECT":
 			var rep rdma.Endpoint
-			err = rep.UnmarshalBinary(raw)
+			raw, err := hex.DecodeString(f[1])
+			if err == nil {
+				err = rep.UnmarshalBinary(raw)
+			}
 			if err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 				err = qp.Connect(ctx, rep)
 				cancel()
 			}
 			reply(out, err, "")
-		case f[0] == "FAA" && len(f) == 3:
+		case "FAA", "STAMPS":
 			var r rdma.RemoteRegion
-			n, err := strconv.Atoi(f[2])
+			raw, err := hex.DecodeString(f[1])
 			if err == nil {
 				err = r.UnmarshalBinary(raw)
 			}
-			var won []uint64
-			if err == nil {
+			n, aerr := arg(2)
+			err = errors.Join(err, aerr)
+			var rest strings.Builder
+			if err == nil && f[0] == "FAA" {
+				var won []uint64
 				won, err = atomicRacer(qp, cq, local, r, n)
-			}
-			var sb strings.Builder
-			for _, v := range won {
-				sb.WriteString(" " + strconv.FormatUint(v, 10))
-			}
-			reply(out, err, sb.String())
-		case f[0] == "STAMPS" && len(f) == 3:
-			var r rdma.RemoteRegion
-			n, err := strconv.Atoi(f[2])
-			if err == nil {
-				err = r.UnmarshalBinary(raw)
-			}
-			if err == nil {
+				for _, v := range won {
+					rest.WriteString(" " + strconv.FormatUint(v, 10))
+				}
+			} else if err == nil {
 				err = writeStamps(qp, cq, r, n)
 			}
+			reply(out, err, rest.String())
+		case "RECV":
+			n, err := arg(1)
+			for i := 0; err == nil && i < n; i++ {
+				err = qp.PostRecv(&rdma.RecvRequest{ID: uint64(1000 + i), Local: rdma.LocalSGE(rbuf, (i%16)*1024, 1024)})
+			}
 			reply(out, err, "")
+		case "WAITRECV":
+			// Answers one field per receive: op:status:bytes:imm:hex(data).
+			n, err := arg(1)
+			var rest strings.Builder
+			for got := 0; err == nil && got < n; {
+				var cs []rdma.Completion
+				if cs, err = pollN(cq, 1, opTimeout); err != nil {
+					break
+				}
+				c := cs[0]
+				if c.Op != rdma.OpRecv && c.Op != rdma.OpRecvImm {
+					continue
+				}
+				got++
+				var data []byte
+				if c.Op == rdma.OpRecv && c.Status == rdma.StatusSuccess && c.ID >= 1000 {
+					off := int(c.ID-1000) % 16 * 1024
+					data = rbuf.Bytes()[off : off+int(min(c.Bytes, 1024))]
+				}
+				fmt.Fprintf(&rest, " %d:%d:%d:%d:%x", c.Op, c.Status, c.Bytes, c.Imm, data)
+			}
+			reply(out, err, rest.String())
 		default:
 			fmt.Fprintf(out, "ERR unknown command %q\n", f[0])
 		}
@@ -361,4 +395,34 @@ func testPeerKilled(t *testing.T, p Provider) {
 			return
 		}
 	}
+}
+
+func testSendAcrossProcesses(t *testing.T, p Provider) {
+	d := openDevice(t, p)
+	pp := startPeer(t, p)
+	qp, cq := connectPeer(t, d, pp)
+	pp.send(t, "RECV 4")
+	pp.ok(t)
+	local, err := d.RegisterMemory(4096, rdma.AccessLocalWrite)
+	require.NoError(t, err)
+	copy(local.Bytes(), "from a buffer")
+	wrs := []rdma.WorkRequest{
+		{ID: 1, Op: rdma.OpSend, Flags: rdma.FlagInline, Inline: []byte("inline hello")},
+		{ID: 2, Op: rdma.OpSend, Local: rdma.LocalSGE(local, 0, 13)},
+		{ID: 3, Op: rdma.OpWriteImm, Flags: rdma.FlagInline, Inline: []byte("imm data"), Remote: rdma.RemoteAddr{Addr: pp.mr.Addr + 100, RKey: pp.mr.RKey}, Imm: 0xabcd},
+		{ID: 4, Op: rdma.OpSend, Local: rdma.LocalSGE(local, 0, 1025)}, // longer than the receive
+	}
+	want := []rdma.Status{rdma.StatusSuccess, rdma.StatusSuccess, rdma.StatusSuccess, rdma.StatusRemoteInvalidRequest}
+	for i, wr := range wrs {
+		c := do(t, qp, cq, wr)
+		assert.Equal(t, want[i], c.Status, "request %d", wr.ID)
+	}
+	pp.send(t, "WAITRECV 4")
+	got := strings.Fields(pp.ok(t))
+	require.Len(t, got, 4)
+	hx := func(s string) string { return hex.EncodeToString([]byte(s)) }
+	assert.Equal(t, fmt.Sprintf("%d:%d:12:0:%s", rdma.OpRecv, rdma.StatusSuccess, hx("inline hello")), got[0])
+	assert.Equal(t, fmt.Sprintf("%d:%d:13:0:%s", rdma.OpRecv, rdma.StatusSuccess, hx("from a buffer")), got[1])
+	assert.Equal(t, fmt.Sprintf("%d:%d:8:%d:", rdma.OpRecvImm, rdma.StatusSuccess, 0xabcd), got[2])
+	assert.True(t, strings.HasPrefix(got[3], fmt.Sprintf("%d:%d:", rdma.OpRecv, rdma.StatusLocalLength)), "the receive of a too long SEND: %s", got[3])
 }
