@@ -80,7 +80,10 @@
 //   - otherwise: not written yet. If later sequences are present and stay
 //     so for GapTimeout while next is still missing, its claimant died
 //     between claim and write: journal, else EventGap for exactly the
-//     missing run.
+//     missing run. With nothing later in the ring, a reader given the
+//     journal (SetJournal) READs the home's counter to learn that next was
+//     claimed, so a claimant that died on the last tick of a burst is
+//     reported too.
 //
 // A slot whose header fails its check (length past the slot, checksum) is
 // EventCorrupt. Every sequence the reader passes is delivered once or named

@@ -17,6 +17,8 @@ type journal struct {
 	mask    uint64
 	base    uint64 // remote address of journal slot 0
 	wr      [3]rdma.WorkRequest
+	ctr     rdma.WorkRequest // READ of the home's counter
+	lastCtr int64            // monoNs of the last counter READ
 	done    int
 	failed  bool
 	timeout time.Duration
@@ -56,6 +58,8 @@ func (r *Reader) SetJournal(dev rdma.Device, qp rdma.QueuePair, home HomeDesc, t
 		j.wr[i] = rdma.WorkRequest{ID: idRecover, Op: rdma.OpRead, Flags: rdma.FlagSignaled,
 			Local: rdma.LocalSGE(mr, w.local, w.n), Remote: rdma.RemoteAddr{RKey: home.Region.RKey}}
 	}
+	j.ctr = rdma.WorkRequest{ID: idRecover, Op: rdma.OpRead, Flags: rdma.FlagSignaled,
+		Local: rdma.LocalSGE(mr, 0, 8), Remote: rdma.RemoteAddr{Addr: home.CounterAddr(), RKey: home.Region.RKey}}
 	r.journalMu.Lock()
 	defer r.journalMu.Unlock()
 	if r.journal != nil {
@@ -82,6 +86,39 @@ func (j *journal) complete(c *rdma.Completion) {
 	}
 }
 
+// counter READs the home's counter (the next sequence to be claimed),
+// at most once per interval; ok is false if it did not (yet) or failed.
+func (j *journal) counter(r *Reader, interval int64) (uint64, bool) {
+	now := monoNs()
+	if now-j.lastCtr < interval {
+		return 0, false
+	}
+	j.lastCtr = now
+	j.done, j.failed = 0, false
+	if j.qp.PostSend(&j.ctr) != nil || !j.wait(r, 1) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(j.mr.Bytes()), true
+}
+
+// wait reaps until posted completions arrived; false on error or timeout.
+func (j *journal) wait(r *Reader, posted int) bool {
+	var deadline time.Time
+	for j.done < posted {
+		r.reap()
+		if j.done >= posted {
+			break
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(j.timeout)
+		} else if time.Now().After(deadline) {
+			return false
+		}
+		rdma.Yield{}.Idle(0)
+	}
+	return !j.failed
+}
+
 // fetch reads seq from the journal into t (t.Payload views the journal
 // buffer until the next fetch). It reports whether the journal held seq
 // whole.
@@ -100,20 +137,7 @@ func (j *journal) fetch(r *Reader, seq uint64, t *Tick) bool {
 		}
 		posted++
 	}
-	var deadline time.Time
-	for j.done < posted {
-		r.reap()
-		if j.done >= posted {
-			break
-		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(j.timeout)
-		} else if time.Now().After(deadline) {
-			return false
-		}
-		rdma.Yield{}.Idle(0)
-	}
-	if j.failed {
+	if !j.wait(r, posted) {
 		return false
 	}
 	b := j.mr.Bytes()

@@ -427,6 +427,14 @@ func (r *Reader) idleCheck(h Handler) int {
 	now := monoNs()
 	if r.gapSince == 0 || r.gapFrom != r.next {
 		limit := r.firstPresent(r.next + 1)
+		if limit == 0 && r.journal != nil {
+			// Nothing later in the ring: ask the home whether next was
+			// claimed at all (a claimant that died on the last tick of a
+			// burst leaves nothing after it).
+			if c, ok := r.journal.counter(r, r.gapTimeout/4); ok && c > r.next && c != StampBusy {
+				limit = c
+			}
+		}
 		if limit == 0 {
 			r.gapSince = 0
 			return 0

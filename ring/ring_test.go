@@ -506,3 +506,21 @@ func TestRing_PublishBatch_RunsWrapRingAndStaging(t *testing.T) {
 		})
 	}
 }
+
+// With the home reachable, a claim that died on the last tick of a burst
+// (nothing after it in the ring) is still reported, from the counter.
+func TestReader_Poll_ReportsTrailingDeadClaimFromCounter(t *testing.T) {
+	tp := newTopo(t, HomeConfig{JournalSlots: 64}, WriterConfig{})
+	r := tp.addRing(RingConfig{GapTimeout: 20 * time.Millisecond})
+	jq, _ := qpPair(t, tp.dev, tp.rcq, tp.dev, tp.homeQ)
+	require.NoError(t, r.Reader().SetJournal(tp.dev, jq, tp.home.Desc(), time.Second))
+	_, err := tp.w.Publish(0, payloadFor(1, 8), 0)
+	require.NoError(t, err)
+	_, err = tp.w.claim(2) // sequences 2 and 3, never written
+	require.NoError(t, err)
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.events) == 1 })
+	assert.Equal(t, []Event{{Kind: EventGap, From: 2, To: 3}}, c.events)
+	assert.Len(t, c.ticks, 1)
+	assert.Equal(t, uint64(4), r.Reader().Next())
+}
