@@ -15,7 +15,7 @@ import (
 //
 //	P.d.hb             heartbeat
 //	P.d.bye            goodbye
-//	P.d.who            who is there (optionally for one topic): everyone re-announces
+//	P.d.who            who is there (optionally for one topic, or asking one node by id): re-announce
 //	P.d.sub.<topic>    subscriber announced / withdrew
 //	P.d.pub.<topic>    publisher announced / withdrew
 //	P.d.home.<topic>   home claims, assertions and withdrawals
@@ -55,7 +55,7 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		n.mu.Unlock()
 		return
 	}
-	p := n.touchLocked(w.peer())
+	p, isNew := n.touchLocked(w.peer())
 	if p == nil {
 		n.mu.Unlock()
 		n.badInput(kind, fmt.Errorf("%w: message from an older incarnation of %s", ErrRejected, w.Node.ID))
@@ -65,7 +65,7 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 	case kindBye:
 		n.peerDownLocked(p, ErrPeerLeft)
 	case kindWho:
-		reannounce = true
+		reannounce = w.ID == "" || w.ID == n.self.ID
 	case kindSub:
 		n.addSubLocked(SubscriberInfo{Topic: w.Topic, ID: w.ID, Node: p.info, Mode: Mode(w.Mode), Ring: w.Desc})
 	case kindUnsub:
@@ -93,6 +93,11 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		n.homeGoneLocked(w.Topic, w.Node.ID, fmt.Errorf("%w: %s stopped publishing %q", ErrHomeLost, w.Node.ID, w.Topic))
 	}
 	n.mu.Unlock()
+	if isNew && w.Kind == kindHeartbeat {
+		// a peer we did not know (or had aged out while it lived on): ask it
+		// alone to re-announce, or its announcements would stay forgotten
+		n.publish(n.subject("d", kindWho), &wireMsg{Kind: kindWho, ID: w.Node.ID})
+	}
 	if reannounce {
 		n.announceAll(w.Topic)
 	}
@@ -125,23 +130,23 @@ func checkSubject(subjKind, topic string, w *wireMsg) error {
 // everything the old one announced. A message from an older incarnation
 // than the one known (a stale process still running, or its late goodbye)
 // returns nil: the caller ignores it.
-func (n *Node) touchLocked(info PeerInfo) *peer {
-	p := n.peers[info.ID]
+func (n *Node) touchLocked(info PeerInfo) (p *peer, isNew bool) {
+	p = n.peers[info.ID]
 	if p != nil && info.Incarnation < p.info.Incarnation {
-		return nil
+		return nil, false
 	}
 	if p != nil && p.info.Incarnation != info.Incarnation {
 		n.peerDownLocked(p, ErrPeerRestarted)
 		p = nil
 	}
 	if p == nil {
-		p = &peer{info: info}
+		p, isNew = &peer{info: info}, true
 		n.peers[info.ID] = p
 		n.log.Info().Str("peer", info.ID).Str("host", info.HostID).Msg("bus: peer up")
 	}
 	p.info = info
 	p.lastSeen = time.Now()
-	return p
+	return p, isNew
 }
 
 // peerDownLocked forgets p and everything it announced, telling the owners.

@@ -112,7 +112,7 @@ func (n *Node) queryHome(ctx context.Context, topic string) (HomeInfo, error) {
 		return HomeInfo{}, err
 	}
 	n.mu.Lock()
-	p := n.touchLocked(w.peer()) // so that its death is noticed even before its first heartbeat
+	p, _ := n.touchLocked(w.peer()) // so that its death is noticed even before its first heartbeat
 	n.mu.Unlock()
 	if p == nil {
 		return HomeInfo{}, fmt.Errorf("%w: home reply from an older incarnation of %s", ErrNoPeer, w.Node.ID)

@@ -114,3 +114,21 @@ func TestNode_ServerDown_PublishClaimsNoHome_CloseReturnsPromptly(t *testing.T) 
 	}
 	require.NoError(t, a.Close())
 }
+
+func TestNode_PeerAgedOutWhileAlive_ReannouncesWhenHeardAgain(t *testing.T) {
+	ctx := context.Background()
+	ca := testConfig("a", "")
+	ca.HeartbeatInterval, ca.HeartbeatTimeout = 20*time.Millisecond, 100*time.Millisecond
+	a := openNode(t, ca)
+	cb := testConfig("b", a.ClientURL())
+	cb.HeartbeatInterval, cb.HeartbeatTimeout = 400*time.Millisecond, 2*time.Second // slower than a's timeout
+	b := openNode(t, cb)
+	var rec recorder
+	pub, err := a.Publish(ctx, pubSpec("t", &rec))
+	require.NoError(t, err)
+	_, err = b.Subscribe(ctx, subSpec("t", "s", &rec))
+	require.NoError(t, err)
+	// a drops b between b's heartbeats, and relearns its subscriber after each
+	require.Eventually(t, func() bool { return rec.count("sub-b/s") >= 2 && rec.count("sub+b/s") >= 3 }, eventually, tick, "%v", rec.list())
+	require.Eventually(t, func() bool { return len(pub.Subscribers()) == 1 }, eventually, tick)
+}

@@ -174,9 +174,14 @@ func (w *wireMsg) validate() error {
 			return bad("%s: topic %q, want none", w.Kind, w.Topic)
 		}
 		return nil
-	case kindWho:
+	case kindWho: // topic: only that topic; id: only that node answers
 		if w.Topic != "" {
-			return needTopic()
+			if err := needTopic(); err != nil {
+				return err
+			}
+		}
+		if w.ID != "" {
+			return needID()
 		}
 		return nil
 	case kindSub:
