@@ -1,6 +1,7 @@
 package rdmatest
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/tickbus/tickbus/rdma"
@@ -17,12 +18,18 @@ type Provider struct {
 	Open func() (rdma.Device, error)
 }
 
-// Run runs every conformance test against p, each as a subtest. Tests that
+// Run runs every conformance test against p, each as a subtest. If Open
+// fails with an error wrapping rdma.ErrNoDevice, Run skips, saying so. Tests that
 // spawn processes need RegisterChildRoles(p) and child.Main() in TestMain;
 // under -short the heavier variants run smaller.
 func Run(t *testing.T, p Provider) {
 	if p.Name == "" || p.Open == nil {
 		t.Fatal("rdmatest: Provider needs Name and Open")
+	}
+	if d, err := p.Open(); errors.Is(err, rdma.ErrNoDevice) {
+		t.Skipf("rdmatest: no %s device here, nothing to test: %v", p.Name, err)
+	} else if err == nil {
+		_ = d.Close()
 	}
 	groups := []struct {
 		name  string
