@@ -142,9 +142,8 @@ func (c *chanCase) run(_ context.Context, cfg Config, mode string, batch int, d 
 	}
 	subDone := make(chan subOut, 1)
 	pubDone := make(chan subOut, 1)
-	start := nanotime() + int64(5*time.Millisecond)
-	end := start + int64(d)
-	deadline := end + int64(grace)
+	sched := newSchedule(nanotime()+int64(5*time.Millisecond), cfg.Rate, d)
+	start, end, deadline := sched.start, sched.end, sched.deadline
 	go func() {
 		runtime.LockOSThread() // not unlocked: a pinned thread exits with its goroutine
 		if err := pinFromConfig(cfg, 1); err != nil {
@@ -165,12 +164,12 @@ func (c *chanCase) run(_ context.Context, cfg Config, mode string, batch int, d 
 		if mode == modeThroughput {
 			pst, err = floodLoop(tx, batch, start, end, deadline)
 		} else {
-			pst, err = pacedLoop(tx, echoRx, newIdle(), start, int64(time.Second)/int64(cfg.Rate), end, deadline)
+			pst, err = pacedLoop(tx, echoRx, newIdle(), sched)
 		}
 		pubDone <- subOut{err: err}
 	}()
 	po, so := <-pubDone, <-subDone
-	ph := phase{cpu: selfCPU() - cpu0, cores: 2, sent: pst.sent, delivered: so.st.count, lost: so.st.lost}
+	ph := phase{cpu: selfCPU() - cpu0, cores: 2, sent: pst.sent, unsent: pst.unsent, delivered: so.st.count, lost: so.st.lost}
 	if po.err != nil {
 		return ph, po.err
 	}
@@ -179,7 +178,7 @@ func (c *chanCase) run(_ context.Context, cfg Config, mode string, batch int, d 
 	}
 	switch mode {
 	case modeLatency:
-		ph.hist = so.st.hist
+		ph.hist = mergeHist(so.st.hist, pst.hist)
 	case modePingPong:
 		ph.hist = pst.hist
 	default:

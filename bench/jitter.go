@@ -50,6 +50,7 @@ func jitterMain(args []string) int {
 	if err := writeReport(out, report{Ready: true}); err != nil {
 		return 1
 	}
+	cpu0 := selfCPU()
 	period := int64(time.Second) / int64(*rate)
 	start := nanotime() + int64(5*time.Millisecond)
 	end := start + int64(*d)
@@ -97,6 +98,7 @@ func jitterMain(args []string) int {
 		r.hist.Merge(x.h)
 		r.Count += x.n
 	}
+	r.CPUNs = int64(selfCPU() - cpu0)
 	if err := writeReport(out, r); err != nil || r.Err != "" {
 		return 1
 	}
@@ -128,8 +130,8 @@ func (*jitterCase) latency(ctx context.Context, cfg Config) (phase, error) {
 	if err == nil {
 		r, err = p.done(ctx)
 	}
-	cpu, serr := p.stop(3 * time.Second)
-	ph.cpu = cpu
+	_, serr := p.stop(3 * time.Second)
+	ph.cpu = time.Duration(r.CPUNs)
 	if err = errors.Join(err, serr); err != nil {
 		return ph, err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
@@ -156,36 +157,61 @@ func subLoop(rx rxPort, echo txPort, latency bool, deadline int64) (rxStats, err
 // txStats is what a publisher loop did.
 type txStats struct {
 	sent    int64
+	unsent  int64 // paced ticks not sent by the schedule's stop
 	startNs int64
-	hist    *hdrhistogram.Histogram // ping-pong round trips
+	// hist holds round trips (ping-pong) and, in every paced run, a lower
+	// bound for each tick the publisher never sent: stop minus its
+	// intended time. A publisher that falls behind shows in the figures.
+	hist *hdrhistogram.Histogram
+}
+
+// schedule is a paced run: one tick every period from start until end. A
+// publisher that falls behind stops sending at stop; every loop gives up
+// at deadline.
+type schedule struct {
+	start, period, end, stop, deadline int64
+}
+
+func newSchedule(start int64, rate int, d time.Duration) schedule {
+	s := schedule{start: start, period: int64(time.Second) / int64(rate), end: start + int64(d)}
+	s.stop = s.end + int64(max(d, time.Second))
+	s.deadline = s.stop + int64(grace)
+	return s
 }
 
 // pacedLoop sends one message every period from start until end, each
 // stamped with its intended send time, then the end mark. If the publisher
 // falls behind it sends at once, still stamped with the intended time, so
-// the stall shows in the subscriber's latency. With echo set it waits for
-// each message to come back and records the round trip from the intended
-// time.
-func pacedLoop(tx txPort, echo rxPort, idle rdma.IdleStrategy, start, period, end, deadline int64) (txStats, error) {
-	st := txStats{startNs: start}
-	if echo != nil {
-		st.hist = newHist()
-	}
+// the stall shows in the subscriber's latency; ticks still unsent at stop
+// are recorded (stop minus intended time, a lower bound) and counted. With
+// echo set it waits for each message to come back and records the round
+// trip from the intended time.
+func pacedLoop(tx txPort, echo rxPort, idle rdma.IdleStrategy, s schedule) (txStats, error) {
+	st := txStats{startNs: s.start, hist: newHist()}
 	for i := int64(0); ; i++ {
-		intended := start + i*period
-		if intended >= end {
+		intended := s.start + i*s.period
+		if intended >= s.end {
 			break
 		}
-		for nanotime() < intended {
-			idle.Idle(0)
+		now := nanotime()
+		if now > s.stop {
+			for ; intended < s.end; intended += s.period {
+				record(st.hist, s.stop-intended)
+				st.unsent++
+			}
+			break
 		}
-		if err := tx.send(i, intended, deadline); err != nil {
+		for now < intended {
+			idle.Idle(0)
+			now = nanotime()
+		}
+		if err := tx.send(i, intended, s.deadline); err != nil {
 			return st, err
 		}
 		st.sent++
 		if echo != nil {
 			for {
-				seq, ts, err := echo.next(deadline)
+				seq, ts, err := echo.next(s.deadline)
 				if err != nil {
 					return st, err
 				}
@@ -196,12 +222,12 @@ func pacedLoop(tx txPort, echo rxPort, idle rdma.IdleStrategy, start, period, en
 			}
 		}
 	}
-	if err := tx.send(st.sent, endMark, deadline); err != nil {
+	if err := tx.send(st.sent, endMark, s.deadline); err != nil {
 		return st, err
 	}
 	if echo != nil {
 		for {
-			_, ts, err := echo.next(deadline)
+			_, ts, err := echo.next(s.deadline)
 			if err != nil {
 				return st, err
 			}

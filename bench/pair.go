@@ -17,6 +17,7 @@ type phase struct {
 	delivered  int64                   // ticks delivered, summed over subscribers
 	lost       int64                   // sequences skipped, summed over subscribers
 	sent       int64                   // ticks sent, summed over publishers
+	unsent     int64                   // paced ticks a publisher never sent (it fell behind)
 	throughput float64                 // ticks/s, the slowest subscriber's
 	cpu        time.Duration           // user+system of every process of the run
 	cores      int                     // hot threads the run used
@@ -54,8 +55,7 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 	var procs []*proc
 	defer func() {
 		for _, p := range procs {
-			cpu, serr := p.stop(3 * time.Second)
-			ph.cpu += cpu
+			_, serr := p.stop(3 * time.Second)
 			if serr != nil && err == nil {
 				err = serr
 			}
@@ -104,9 +104,11 @@ func collect(ctx context.Context, ph phase, pubs, subs []*proc, mode, name strin
 			continue
 		}
 		ph.sent += r.Sent
+		ph.unsent += r.Unsent
+		ph.cpu += time.Duration(r.CPUNs)
 		start = min(start, r.StartNs)
-		if r.hist != nil {
-			ph.hist = mergeHist(ph.hist, r.hist)
+		if r.hist != nil && mode != modeThroughput {
+			ph.hist = mergeHist(ph.hist, r.hist) // round trips, or unsent ticks' lower bounds
 		}
 	}
 	ph.throughput = math.Inf(1)
@@ -118,6 +120,7 @@ func collect(ctx context.Context, ph phase, pubs, subs []*proc, mode, name strin
 		}
 		ph.delivered += r.Count
 		ph.lost += r.Lost
+		ph.cpu += time.Duration(r.CPUNs)
 		if mode == modeLatency && r.hist != nil {
 			ph.hist = mergeHist(ph.hist, r.hist)
 		}

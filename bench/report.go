@@ -22,9 +22,11 @@ type report struct {
 	Info    string `json:"info,omitempty"`
 	Count   int64  `json:"count"`
 	Sent    int64  `json:"sent"`
+	Unsent  int64  `json:"unsent"`
 	Lost    int64  `json:"lost"`
 	StartNs int64  `json:"start_ns"`
 	LastNs  int64  `json:"last_ns"`
+	CPUNs   int64  `json:"cpu_ns"`         // the process's user+system time over its run loop
 	Hist    string `json:"hist,omitempty"` // HdrHistogram V2 compressed, base64
 	Err     string `json:"err,omitempty"`
 
@@ -45,7 +47,7 @@ func decodeReport(line []byte) (report, error) {
 	if r.Ready == r.Done {
 		return report{}, fmt.Errorf("%w: want exactly one of ready and done", ErrBadReport)
 	}
-	if r.Count < 0 || r.Sent < 0 || r.Lost < 0 {
+	if r.Count < 0 || r.Sent < 0 || r.Unsent < 0 || r.Lost < 0 || r.CPUNs < 0 {
 		return report{}, fmt.Errorf("%w: negative count (count %d, sent %d, lost %d)", ErrBadReport, r.Count, r.Sent, r.Lost)
 	}
 	if r.Hist != "" {

@@ -30,6 +30,10 @@ type Result struct {
 
 	// Lost counts sequences a subscriber never saw, over all runs.
 	Lost int64 `json:"lost"`
+	// Unsent counts paced ticks the publisher had not sent when the
+	// latency run stopped (it fell behind the rate); each is in the
+	// percentiles as a lower bound.
+	Unsent int64 `json:"unsent"`
 	// Cores is the most hot threads (or processes) a run of the case used.
 	Cores int `json:"cores"`
 	// Ratio is each figure divided by tickbus-shm's (null where either is
@@ -39,6 +43,13 @@ type Result struct {
 
 	hist           *hdrhistogram.Histogram
 	startMs, endMs int64 // wall clock around the latency run, for the hlog
+}
+
+func (r *Result) addNote(s string) {
+	if r.Note != "" {
+		r.Note += "; "
+	}
+	r.Note += s
 }
 
 func i64(v int64) *int64     { return &v }

@@ -166,13 +166,14 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 		end := start + int64(a.duration)
 		deadline := end + int64(grace)
 		var st txStats
+		cpu0 := selfCPU()
 		switch a.mode {
 		case modeThroughput:
 			st, err = floodLoop(tx, a.batch, start, end, deadline)
 		default:
-			st, err = pacedLoop(tx, rx, idle, start, int64(time.Second)/int64(a.rate), end, deadline)
+			st, err = pacedLoop(tx, rx, idle, newSchedule(start, a.rate, a.duration))
 		}
-		r := report{Done: true, Sent: st.sent, StartNs: st.startNs, hist: st.hist}
+		r := report{Done: true, Sent: st.sent, Unsent: st.unsent, StartNs: st.startNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
 		if err != nil {
 			r.Err = err.Error()
 		}
@@ -195,8 +196,9 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 	// The publisher starts within a moment of our ready line; allow for a
 	// slow start of its process on a busy machine.
 	deadline := nanotime() + int64(a.duration) + int64(grace) + int64(10*time.Second)
+	cpu0 := selfCPU()
 	st, err := subLoop(rx, tx, a.mode == modeLatency, deadline)
-	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist}
+	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
 	if err != nil {
 		r.Err = err.Error()
 	}

@@ -118,10 +118,14 @@ func runCase(ctx context.Context, cfg Config, name string, c benchCase) (*Result
 	r.Cores = max(r.Cores, ph.cores)
 	r.Lost += ph.lost
 	if err != nil {
-		r.Note = "failed: latency: " + err.Error()
+		r.addNote("failed: latency: " + err.Error())
 		return r, err
 	}
 	r.setLatency(ph.hist)
+	if r.Unsent = ph.unsent; r.Unsent > 0 {
+		r.addNote(fmt.Sprintf("the publisher fell behind %d ticks/s: %d of %d paced ticks were never sent; each is in the latency figures at (stop - intended time), a lower bound",
+			cfg.Rate, ph.unsent, ph.unsent+ph.sent))
+	}
 
 	var cpu time.Duration
 	var ticks int64
@@ -131,13 +135,13 @@ func runCase(ctx context.Context, cfg Config, name string, c benchCase) (*Result
 		}
 		ph, err := c.throughput(ctx, cfg, batch)
 		if errors.Is(err, errNotApplicable) {
-			r.Note = "throughput: not applicable (the probe sends nothing)"
+			r.addNote("throughput: not applicable (the probe sends nothing)")
 			break
 		}
 		r.Cores = max(r.Cores, ph.cores)
 		r.Lost += ph.lost
 		if err != nil {
-			r.Note = fmt.Sprintf("failed: throughput (batch %d): %v", batch, err)
+			r.addNote(fmt.Sprintf("failed: throughput (batch %d): %v", batch, err))
 			return r, err
 		}
 		if batch == 1 {

@@ -68,13 +68,12 @@ func (c *tickbusCase) run(ctx context.Context, cfg Config, mode string, batch, p
 	}
 	ctx, cancel := context.WithTimeout(ctx, d+grace+60*time.Second)
 	defer cancel()
-	cpu0 := selfCPU()
+	var cpu0 time.Duration // this process's CPU from "go" on: the homes' side (tcp: its responders)
 	var closers []func() error
 	var procs []*proc
 	defer func() {
 		for _, p := range procs {
-			cpu, serr := p.stop(3 * time.Second)
-			ph.cpu += cpu
+			_, serr := p.stop(3 * time.Second)
 			if serr != nil && err == nil {
 				err = serr
 			}
@@ -84,7 +83,6 @@ func (c *tickbusCase) run(ctx context.Context, cfg Config, mode string, batch, p
 				err = cerr
 			}
 		}
-		ph.cpu += selfCPU() - cpu0 // the homes' side (tcp: its responders)
 	}()
 
 	pp := mode == modePingPong
@@ -255,6 +253,7 @@ func (c *tickbusCase) run(ctx context.Context, cfg Config, mode string, batch, p
 			return ph, err
 		}
 	}
+	cpu0 = selfCPU()
 	for _, k := range pubKids {
 		if err := k.p.send("go"); err != nil {
 			return ph, err
@@ -268,7 +267,9 @@ func (c *tickbusCase) run(ctx context.Context, cfg Config, mode string, batch, p
 	for _, k := range subKids {
 		subProcs = append(subProcs, k.p)
 	}
-	return collect(ctx, ph, pubProcs, subProcs, mode, c.name)
+	ph, err = collect(ctx, ph, pubProcs, subProcs, mode, c.name)
+	ph.cpu += selfCPU() - cpu0
+	return ph, err
 }
 
 func indexOf(list []*tbChild, k *tbChild) int {

@@ -113,10 +113,11 @@ type tbNode struct {
 }
 
 type tbWriterSide struct {
-	cq     rdma.CompletionQueue
-	homeQP rdma.QueuePair
-	qps    []rdma.QueuePair // per reader
-	w      *ring.Writer
+	dropErr error // the first reader the writer dropped, and why
+	cq      rdma.CompletionQueue
+	homeQP  rdma.QueuePair
+	qps     []rdma.QueuePair // per reader
+	w       *ring.Writer
 }
 
 type tbReaderSide struct {
@@ -239,6 +240,11 @@ func (n *tbNode) wireWriters(ctx context.Context, ww tbWriterWiring, idle rdma.I
 			PublisherID: uint32(n.a.index + 1 + 100*t.Topic), Claim: claim,
 			MaxBatch: max(64, n.a.batch), StagingSlots: max(1024, 2*n.a.batch, 2*qpDepth(n.dev)),
 			Timeout: timeout, Idle: idle,
+			OnTargetDropped: func(id uint64, err error) {
+				if ws.dropErr == nil {
+					ws.dropErr = fmt.Errorf("bench: writer dropped reader %d: %w", id, err)
+				}
+			},
 		})
 		if err != nil {
 			return out, err
@@ -468,22 +474,24 @@ func tbMain(args []string) int {
 		end := start + int64(a.duration)
 		deadline := end + int64(grace)
 		var st txStats
+		cpu0 := selfCPU()
 		if a.mode == modeThroughput {
 			st, err = floodLoop(tx, a.batch, start, end, deadline)
 		} else {
-			st, err = pacedLoop(tx, rx, idle, start, int64(time.Second)/int64(a.rate), end, deadline)
+			st, err = pacedLoop(tx, rx, idle, newSchedule(start, a.rate, a.duration))
 		}
-		r := report{Done: true, Sent: st.sent, StartNs: st.startNs, hist: st.hist}
+		r := report{Done: true, Sent: st.sent, Unsent: st.unsent, StartNs: st.startNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
 		if err == nil {
-			err = drain(n.writer(0))
+			err = n.drain(0)
 		}
 		return finish(out, in, r, err)
 	}
 	deadline := nanotime() + int64(a.duration) + int64(grace) + int64(10*time.Second)
+	cpu0 := selfCPU()
 	st, err := subLoop(rx, tx, a.mode == modeLatency, deadline)
-	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist}
+	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
 	if err == nil && tx != nil {
-		err = drain(n.writer(1))
+		err = n.drain(1)
 	}
 	return finish(out, in, r, err)
 }
@@ -502,21 +510,18 @@ func finish(out io.Writer, in io.Reader, r report, err error) int {
 	return 0
 }
 
-func (n *tbNode) writer(topic int) *ring.Writer {
-	if w := n.writers[topic]; w != nil {
-		return w.w
-	}
-	return nil
-}
-
-// drain reports a writer's dropped targets: a reader the writer stopped
+// drain reports a writer's dropped readers: a reader the writer stopped
 // writing to is a failure of the run, never silent.
-func drain(w *ring.Writer) error {
-	if w == nil {
+func (n *tbNode) drain(topic int) error {
+	ws := n.writers[topic]
+	if ws == nil || ws.w == nil {
 		return nil
 	}
-	if st := w.Stats(); st.Dropped > 0 {
-		return fmt.Errorf("bench: writer dropped %d targets", st.Dropped)
+	if ws.dropErr != nil {
+		return ws.dropErr
+	}
+	if st := ws.w.Stats(); st.Dropped > 0 {
+		return fmt.Errorf("bench: writer dropped %d readers", st.Dropped)
 	}
 	return nil
 }

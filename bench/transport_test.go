@@ -129,15 +129,13 @@ func TestSubLoop_CountsSkippedSequencesAsLost(t *testing.T) {
 func TestPacedLoop_PingPong_RecordsEveryRoundTrip(t *testing.T) {
 	atx, arx := chanPair(64, 1)
 	btx, brx := chanPair(64, 1)
-	start := nanotime() + int64(time.Millisecond)
-	end := start + int64(50*time.Millisecond)
-	deadline := end + int64(10*time.Second)
+	sched := newSchedule(nanotime()+int64(time.Millisecond), 1000, 50*time.Millisecond)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := subLoop(arx, btx, false, deadline)
+		_, err := subLoop(arx, btx, false, sched.deadline)
 		errc <- err
 	}()
-	st, err := pacedLoop(atx, brx, rdma.Yield{}, start, int64(time.Millisecond), end, deadline)
+	st, err := pacedLoop(atx, brx, rdma.Yield{}, sched)
 	require.NoError(t, err)
 	require.NoError(t, <-errc)
 	assert.Equal(t, int64(50), st.sent)
@@ -149,15 +147,13 @@ func TestPacedLoop_LateSendsCountFromTheIntendedTime(t *testing.T) {
 	tx, rx := chanPair(64, 1)
 	// Start 30 ms in the past: the first sends are late by up to 30 ms
 	// and the subscriber must see that, not the time of the actual send.
-	start := nanotime() - int64(30*time.Millisecond)
-	end := start + int64(40*time.Millisecond)
-	deadline := nanotime() + int64(10*time.Second)
+	sched := newSchedule(nanotime()-int64(30*time.Millisecond), 1000, 40*time.Millisecond)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := pacedLoop(tx, nil, rdma.Yield{}, start, int64(time.Millisecond), end, deadline)
+		_, err := pacedLoop(tx, nil, rdma.Yield{}, sched)
 		errc <- err
 	}()
-	st, err := subLoop(rx, nil, true, deadline)
+	st, err := subLoop(rx, nil, true, sched.deadline)
 	require.NoError(t, err)
 	require.NoError(t, <-errc)
 	assert.Equal(t, int64(40), st.count)
@@ -197,4 +193,27 @@ func TestRecord_ClampsIntoTheHistogramRange(t *testing.T) {
 	assert.Equal(t, int64(3), h.TotalCount())
 	assert.Equal(t, h.ValueAtQuantile(0), h.ValueAtQuantile(50))
 	assert.True(t, h.ValuesAreEquivalent(h.Max(), histMax))
+}
+
+func TestPacedLoop_FallingBehindPastStop_RecordsUnsentTicksAsLowerBounds(t *testing.T) {
+	tx, rx := chanPair(64, 1)
+	// The schedule's stop is already 20 ms past: nothing is sent, every
+	// tick is recorded at (stop - intended) or more, none is dropped.
+	sched := schedule{period: int64(time.Millisecond)}
+	sched.start = nanotime() - int64(100*time.Millisecond)
+	sched.end = sched.start + int64(50*time.Millisecond)
+	sched.stop = sched.end + int64(30*time.Millisecond)
+	sched.deadline = nanotime() + int64(10*time.Second)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := subLoop(rx, nil, true, sched.deadline)
+		errc <- err
+	}()
+	st, err := pacedLoop(tx, nil, rdma.Yield{}, sched)
+	require.NoError(t, err)
+	require.NoError(t, <-errc)
+	assert.Zero(t, st.sent)
+	assert.Equal(t, int64(50), st.unsent)
+	assert.Equal(t, int64(50), st.hist.TotalCount())
+	assert.GreaterOrEqual(t, st.hist.Min(), int64(30*time.Millisecond)*999/1000)
 }
