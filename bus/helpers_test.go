@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 // fast timings keep tests short; still generous against a loaded machine.
 const (
 	hbInterval = 50 * time.Millisecond
-	hbTimeout  = 600 * time.Millisecond
+	hbTimeout  = time.Second
 	eventually = 10 * time.Second
 	tick       = 10 * time.Millisecond
 )
