@@ -2,21 +2,14 @@ package tcp_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tickbus/tickbus/internal/child"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/rdma/tcp"
 )
-
-func TestMain(m *testing.M) {
-	child.Main()
-	os.Exit(m.Run())
-}
 
 // side is one end of a connected pair: its device, CQ, QP and a region.
 type side struct {
