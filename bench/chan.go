@@ -150,7 +150,7 @@ func (c *chanCase) run(_ context.Context, cfg Config, mode string, batch int, d 
 			subDone <- subOut{err: err}
 			return
 		}
-		st, err := subLoop(rx, echoTx, mode == modeLatency, deadline)
+		st, err := subLoop(rx, echoTx, mode == modeLatency, 1, deadline)
 		subDone <- subOut{st: st, err: err}
 	}()
 	var pst txStats

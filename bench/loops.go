@@ -118,13 +118,14 @@ type rxStats struct {
 	hist    *hdrhistogram.Histogram
 }
 
-// subLoop receives until the end mark or the deadline. With latency set it
-// records now minus the message's intended time. With echo set (ping-pong),
-// it sends every message back on echo unchanged.
-func subLoop(rx rxPort, echo txPort, latency bool, deadline int64) (rxStats, error) {
+// subLoop receives until it has seen the end mark of each of pubs
+// publishers, or the deadline. With latency set it records now minus the
+// message's intended time. With echo set (ping-pong), it sends every
+// message back on echo unchanged. A sequence it never saw is counted lost.
+func subLoop(rx rxPort, echo txPort, latency bool, pubs int, deadline int64) (rxStats, error) {
 	st := rxStats{hist: newHist(), startNs: math.MaxInt64}
 	expect := int64(-1)
-	for {
+	for ends := 0; ends < pubs; {
 		seq, ts, err := rx.next(deadline)
 		if err != nil {
 			return st, err
@@ -134,24 +135,26 @@ func subLoop(rx rxPort, echo txPort, latency bool, deadline int64) (rxStats, err
 				return st, err
 			}
 		}
-		if ts == endMark {
-			return st, nil
-		}
-		now := nanotime()
-		st.lastNs = now
-		st.count++
 		if expect >= 0 && seq > expect {
 			st.lost += seq - expect
 		}
 		if seq >= expect {
 			expect = seq + 1
 		}
+		if ts == endMark {
+			ends++
+			continue
+		}
+		now := nanotime()
+		st.lastNs = now
+		st.count++
 		if latency {
 			record(st.hist, now-ts)
 		} else if ts < st.startNs {
 			st.startNs = ts
 		}
 	}
+	return st, nil
 }
 
 // txStats is what a publisher loop did.

@@ -197,7 +197,7 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 	// slow start of its process on a busy machine.
 	deadline := nanotime() + int64(a.duration) + int64(grace) + int64(10*time.Second)
 	cpu0 := selfCPU()
-	st, err := subLoop(rx, tx, a.mode == modeLatency, deadline)
+	st, err := subLoop(rx, tx, a.mode == modeLatency, a.pubs, deadline)
 	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
 	if err != nil {
 		r.Err = err.Error()

@@ -488,7 +488,7 @@ func tbMain(args []string) int {
 	}
 	deadline := nanotime() + int64(a.duration) + int64(grace) + int64(10*time.Second)
 	cpu0 := selfCPU()
-	st, err := subLoop(rx, tx, a.mode == modeLatency, deadline)
+	st, err := subLoop(rx, tx, a.mode == modeLatency, a.pubs, deadline)
 	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
 	if err == nil && tx != nil {
 		err = n.drain(1)

@@ -61,7 +61,7 @@ func checkFlood(t *testing.T, tx txPort, rx rxPort, batch int) {
 		}
 		errc <- tx.send(seq, endMark, deadline)
 	}()
-	st, err := subLoop(rx, nil, false, deadline)
+	st, err := subLoop(rx, nil, false, 1, deadline)
 	require.NoError(t, err)
 	require.NoError(t, <-errc)
 	assert.Equal(t, int64(n), st.count)
@@ -119,7 +119,7 @@ func TestSubLoop_CountsSkippedSequencesAsLost(t *testing.T) {
 		require.NoError(t, tx.send(seq, 1, deadline))
 	}
 	require.NoError(t, tx.send(7, endMark, deadline))
-	st, err := subLoop(rx, nil, true, deadline)
+	st, err := subLoop(rx, nil, true, 1, deadline)
 	require.NoError(t, err)
 	assert.Equal(t, int64(4), st.count)
 	assert.Equal(t, int64(3), st.lost)
@@ -132,7 +132,7 @@ func TestPacedLoop_PingPong_RecordsEveryRoundTrip(t *testing.T) {
 	sched := newSchedule(nanotime()+int64(time.Millisecond), 1000, 50*time.Millisecond)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := subLoop(arx, btx, false, sched.deadline)
+		_, err := subLoop(arx, btx, false, 1, sched.deadline)
 		errc <- err
 	}()
 	st, err := pacedLoop(atx, brx, rdma.Yield{}, sched)
@@ -153,7 +153,7 @@ func TestPacedLoop_LateSendsCountFromTheIntendedTime(t *testing.T) {
 		_, err := pacedLoop(tx, nil, rdma.Yield{}, sched)
 		errc <- err
 	}()
-	st, err := subLoop(rx, nil, true, sched.deadline)
+	st, err := subLoop(rx, nil, true, 1, sched.deadline)
 	require.NoError(t, err)
 	require.NoError(t, <-errc)
 	assert.Equal(t, int64(40), st.count)
@@ -206,7 +206,7 @@ func TestPacedLoop_FallingBehindPastStop_RecordsUnsentTicksAsLowerBounds(t *test
 	sched.deadline = nanotime() + int64(10*time.Second)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := subLoop(rx, nil, true, sched.deadline)
+		_, err := subLoop(rx, nil, true, 1, sched.deadline)
 		errc <- err
 	}()
 	st, err := pacedLoop(tx, nil, rdma.Yield{}, sched)
@@ -216,4 +216,18 @@ func TestPacedLoop_FallingBehindPastStop_RecordsUnsentTicksAsLowerBounds(t *test
 	assert.Equal(t, int64(50), st.unsent)
 	assert.Equal(t, int64(50), st.hist.TotalCount())
 	assert.GreaterOrEqual(t, st.hist.Min(), int64(30*time.Millisecond)*999/1000)
+}
+
+func TestSubLoop_WaitsForEveryPublishersEndMark(t *testing.T) {
+	tx, rx := chanPair(64, 1)
+	deadline := nanotime() + int64(5*time.Second)
+	// Two publishers sharing one sequence: 0 and 1 from one, the first end
+	// mark at 2, 3 from the other, its end mark at 4.
+	for _, m := range [][2]int64{{0, 1}, {1, 1}, {2, endMark}, {3, 1}, {4, endMark}} {
+		require.NoError(t, tx.send(m[0], m[1], deadline))
+	}
+	st, err := subLoop(rx, nil, false, 2, deadline)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), st.count, "the tick after the first end mark is delivered")
+	assert.Zero(t, st.lost, "end marks take sequences; they are not losses")
 }
