@@ -47,7 +47,7 @@ func qpPair(t testing.TB, a rdma.Device, acq rdma.CompletionQueue, b rdma.Device
 // processes.
 type topo struct {
 	t     testing.TB
-	dev   *shm.Device
+	dev   rdma.Device
 	home  *Home
 	homeQ rdma.CompletionQueue // the home side's CQ (unused by ring)
 	wcq   rdma.CompletionQueue
@@ -58,7 +58,13 @@ type topo struct {
 
 func newTopo(t testing.TB, hc HomeConfig, wc WriterConfig) *topo {
 	t.Helper()
-	tp := &topo{t: t, dev: openDev(t)}
+	return newTopoOn(t, openDev(t), hc, wc)
+}
+
+// newTopoOn is newTopo on any provider's device.
+func newTopoOn(t testing.TB, dev rdma.Device, hc HomeConfig, wc WriterConfig) *topo {
+	t.Helper()
+	tp := &topo{t: t, dev: dev}
 	var err error
 	tp.home, err = NewHome(tp.dev, hc)
 	require.NoError(t, err)
