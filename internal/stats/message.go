@@ -92,8 +92,15 @@ func Encode(m *Message) ([]byte, error) {
 	if m.Version == 0 {
 		m.Version = Version
 	}
-	if err := m.Validate(); err != nil {
+	if err := m.validateFields(); err != nil {
 		return nil, err
+	}
+	// A histogram this process encoded (SetHistogram, Reporter) needs only
+	// its header checked; Decode checks everything on the other side.
+	if m.hist == nil {
+		if err := checkHistHeader(m.Hist); err != nil {
+			return nil, err
+		}
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -143,6 +150,20 @@ func Decode(b []byte) (*Message, error) {
 
 // Validate checks every field, decoding the histogram if needed.
 func (m *Message) Validate() error {
+	if err := m.validateFields(); err != nil {
+		return err
+	}
+	h, err := m.LatencyHistogram()
+	if err != nil {
+		return err
+	}
+	if tc := h.TotalCount(); tc > MaxCount {
+		return fmt.Errorf("%w: histogram count %d > %d", ErrInvalid, tc, uint64(MaxCount))
+	}
+	return nil
+}
+
+func (m *Message) validateFields() error {
 	if m.Version != Version {
 		return fmt.Errorf("%w: %d (this build reads %d)", ErrVersion, m.Version, Version)
 	}
@@ -176,13 +197,6 @@ func (m *Message) Validate() error {
 	}
 	if math.IsNaN(m.Rate) || m.Rate < 0 || m.Rate > MaxRate {
 		return fmt.Errorf("%w: rate %v not within 0..%g", ErrInvalid, m.Rate, MaxRate)
-	}
-	h, err := m.LatencyHistogram()
-	if err != nil {
-		return err
-	}
-	if tc := h.TotalCount(); tc > MaxCount {
-		return fmt.Errorf("%w: histogram count %d > %d", ErrInvalid, tc, uint64(MaxCount))
 	}
 	return nil
 }
@@ -220,40 +234,7 @@ const maxHistLen = MaxMessageSize - 4096
 // decodeHist checks the V2 header's geometry before the library allocates
 // counts for it, then decodes.
 func decodeHist(s string) (*hdrhistogram.Histogram, error) {
-	if s == "" {
-		return nil, fmt.Errorf("%w: empty", ErrHistogram)
-	}
-	if len(s) > maxHistLen {
-		return nil, fmt.Errorf("%w: %d bytes > %d", ErrHistogram, len(s), maxHistLen)
-	}
-	raw, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("%w: base64: %v", ErrHistogram, err)
-	}
-	if len(raw) < 8 {
-		return nil, fmt.Errorf("%w: %d bytes, too short", ErrHistogram, len(raw))
-	}
-	if cookie := binary.BigEndian.Uint32(raw) &^ 0xf0; cookie != uint32(hdrhistogram.V2CompressedEncodingCookieBase) {
-		return nil, fmt.Errorf("%w: cookie %#x is not V2 compressed", ErrHistogram, cookie)
-	}
-	n := binary.BigEndian.Uint32(raw[4:])
-	if uint64(n) > uint64(len(raw)-8) {
-		return nil, fmt.Errorf("%w: compressed length %d > %d bytes present", ErrHistogram, n, len(raw)-8)
-	}
-	z, err := zlib.NewReader(bytes.NewReader(raw[8 : 8+n]))
-	if err != nil {
-		return nil, fmt.Errorf("%w: zlib: %v", ErrHistogram, err)
-	}
-	var hdr [40]byte
-	_, err = io.ReadFull(z, hdr[:])
-	_ = z.Close()
-	if err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrHistogram, err)
-	}
-	sig := int64(int32(binary.BigEndian.Uint32(hdr[12:])))
-	lowest := int64(binary.BigEndian.Uint64(hdr[16:]))
-	highest := int64(binary.BigEndian.Uint64(hdr[24:]))
-	if err := checkGeometry(sig, lowest, highest); err != nil {
+	if err := checkHistHeader(s); err != nil {
 		return nil, err
 	}
 	h, err := hdrhistogram.Decode([]byte(s))
@@ -261,4 +242,43 @@ func decodeHist(s string) (*hdrhistogram.Histogram, error) {
 		return nil, fmt.Errorf("%w: %v", ErrHistogram, err)
 	}
 	return h, nil
+}
+
+// checkHistHeader checks the base64 framing, the cookie and the geometry in
+// the compressed header, inflating only the header's 40 bytes.
+func checkHistHeader(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: empty", ErrHistogram)
+	}
+	if len(s) > maxHistLen {
+		return fmt.Errorf("%w: %d bytes > %d", ErrHistogram, len(s), maxHistLen)
+	}
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return fmt.Errorf("%w: base64: %v", ErrHistogram, err)
+	}
+	if len(raw) < 8 {
+		return fmt.Errorf("%w: %d bytes, too short", ErrHistogram, len(raw))
+	}
+	if cookie := binary.BigEndian.Uint32(raw) &^ 0xf0; cookie != uint32(hdrhistogram.V2CompressedEncodingCookieBase) {
+		return fmt.Errorf("%w: cookie %#x is not V2 compressed", ErrHistogram, cookie)
+	}
+	n := binary.BigEndian.Uint32(raw[4:])
+	if uint64(n) > uint64(len(raw)-8) {
+		return fmt.Errorf("%w: compressed length %d > %d bytes present", ErrHistogram, n, len(raw)-8)
+	}
+	z, err := zlib.NewReader(bytes.NewReader(raw[8 : 8+n]))
+	if err != nil {
+		return fmt.Errorf("%w: zlib: %v", ErrHistogram, err)
+	}
+	var hdr [40]byte
+	_, err = io.ReadFull(z, hdr[:])
+	_ = z.Close()
+	if err != nil {
+		return fmt.Errorf("%w: header: %v", ErrHistogram, err)
+	}
+	sig := int64(int32(binary.BigEndian.Uint32(hdr[12:])))
+	lowest := int64(binary.BigEndian.Uint64(hdr[16:]))
+	highest := int64(binary.BigEndian.Uint64(hdr[24:]))
+	return checkGeometry(sig, lowest, highest)
 }

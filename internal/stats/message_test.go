@@ -188,3 +188,40 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// The stats loop's cost per interval (off the hot path): swap, encode the
+// histogram, marshal.
+func BenchmarkReporter_NextEncode(b *testing.B) {
+	r := NewRecorder()
+	p := NewReporter(Meta{Topic: "t", Subscriber: "s"}, r)
+	b.ReportAllocs()
+	var size int
+	for i := 0; b.Loop(); i++ {
+		for v := int64(1); v <= 10000; v += 7 {
+			r.Record(1000 + v)
+		}
+		m, err := p.Next(Counters{Received: uint64(i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := Encode(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(out)
+	}
+	b.ReportMetric(float64(size), "msg-bytes")
+}
+
+func BenchmarkDecode(b *testing.B) {
+	data, err := Encode(testMessage(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
