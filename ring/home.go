@@ -73,7 +73,7 @@ func NewHome(dev rdma.Device, cfg HomeConfig) (*Home, error) {
 		SlotSize: uint32(cfg.SlotSize), Epoch: epoch, Start: cfg.Start}
 	// The only CPU store to the counter: before the descriptor exists, so
 	// before any peer can reach it. Later loads are the QP atomics' own.
-	at[hotLine](mr.Bytes(), offHot).Value.Store(cfg.Start)
+	at[hotLine](mr.Bytes(), offHot).Value.Store(cfg.Start) // pairs with Counter's Load; peers see it through the descriptor's hand-off
 	remote := mr.Remote()
 	remote.Len = uint64(size)
 	h := &Home{mr: mr, log: cfg.Logger, desc: HomeDesc{Epoch: epoch, Start: cfg.Start, Region: remote,

@@ -61,6 +61,8 @@ type Reader struct {
 	recovering bool
 }
 
+// readerStats: the polling goroutine Adds (uncontended, once per batch or
+// event); every Add pairs with the Load in Stats.
 type readerStats struct {
 	_         [LineSize]byte
 	delivered atomic.Uint64
@@ -112,7 +114,7 @@ func newReader(mem []byte, cfg *RingConfig) *Reader {
 	}
 	r.head.Store(r.next) // pairs with observers' loads (Head)
 	empty := []*credit{}
-	r.credits.Store(&empty)
+	r.credits.Store(&empty) // pairs with the Load in sendCredits
 	return r
 }
 

@@ -122,7 +122,7 @@ func (r *Ring) Reader() *Reader { return r.reader }
 // Idempotent.
 func (r *Ring) Close() error {
 	r.once.Do(func() {
-		r.reader.closed.Store(true)
+		r.reader.closed.Store(true) // pairs with the Load at the top of Poll and ReadInto
 		r.err = errors.Join(r.reader.closeJournal(), r.mr.Close())
 	})
 	return r.err

@@ -266,6 +266,8 @@ type Writer struct {
 	closeErr  error
 }
 
+// writerStats: the publishing goroutine Adds (uncontended); every Add pairs
+// with the Load in Stats.
 type writerStats struct {
 	_            [LineSize]byte
 	published    atomic.Uint64
@@ -354,7 +356,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 			lkey: regs.staging.LKey(), base: cfg.Home.Region.Addr + offSlots, mask: uint64(cfg.Home.JournalSlots - 1),
 			slotSize: uint64(cfg.Home.SlotSize), slots: uint64(cfg.Home.JournalSlots), lossy: true, journal: true}
 	}
-	w.targets.Store(&targetList{cqs: []rdma.CompletionQueue{cfg.CQ}})
+	w.targets.Store(&targetList{cqs: []rdma.CompletionQueue{cfg.CQ}}) // pairs with the Load in begin and reap
 	w.log.Debug().Uint32("publisher", w.pub).Stringer("claim", cfg.Claim).Msg("ring: writer ready")
 	return w, nil
 }
@@ -529,7 +531,7 @@ func (w *Writer) Close() error {
 	w.closeOnce.Do(func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		w.closed.Store(true)
+		w.closed.Store(true) // pairs with the Load in begin
 		var errs []error
 		for dev, r := range w.regs {
 			if dev != w.dev {
