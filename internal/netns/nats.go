@@ -1,0 +1,222 @@
+package netns
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/tickbus/tickbus/internal/child"
+)
+
+// RoleNATSServer is the child role that runs one nats-server: the
+// nats-server Go package in a process of its own, inside a namespace.
+const RoleNATSServer = "netns-nats-server"
+
+// NATS ports inside every host (each host has its own network stack).
+const (
+	NATSClientPort  = 4222
+	NATSClusterPort = 6222
+)
+
+func init() { child.Register(RoleNATSServer, natsServerMain) }
+
+// natsServerMain: -host, -name, -routes (comma-separated host addresses).
+// It prints "READY <client url>" once it has a route to every peer (or
+// "ERR <why>"), then serves until stdin closes.
+func natsServerMain(args []string) int {
+	fs := flag.NewFlagSet(RoleNATSServer, flag.ContinueOnError)
+	host := fs.String("host", "127.0.0.1", "address to listen on")
+	name := fs.String("name", "", "server name")
+	routes := fs.String("routes", "", "comma-separated peer addresses")
+	if err := fs.Parse(args); err != nil {
+		fmt.Printf("ERR %v\n", err)
+		return 2
+	}
+	var peers []string
+	if *routes != "" {
+		peers = strings.Split(*routes, ",")
+	}
+	opts := &server.Options{
+		ServerName: *name, Host: *host, Port: NATSClientPort, NoSigs: true, NoLog: true,
+		Cluster: server.ClusterOpts{Name: "tickbus", Host: *host, Port: NATSClusterPort},
+	}
+	for _, p := range peers {
+		u, err := url.Parse(fmt.Sprintf("nats-route://%s:%d", p, NATSClusterPort))
+		if err != nil {
+			fmt.Printf("ERR route %q: %v\n", p, err)
+			return 2
+		}
+		opts.Routes = append(opts.Routes, u)
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		fmt.Printf("ERR %v\n", err)
+		return 1
+	}
+	go s.Start()
+	defer func() { s.Shutdown(); s.WaitForShutdown() }()
+	if !s.ReadyForConnections(20 * time.Second) {
+		fmt.Println("ERR not ready for connections within 20s")
+		return 1
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.NumRoutes() < len(peers) {
+		if time.Now().After(deadline) {
+			fmt.Printf("ERR %d of %d routes after 30s\n", s.NumRoutes(), len(peers))
+			return 1
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Printf("READY %s\n", s.ClientURL())
+	io.Copy(io.Discard, os.Stdin) // until the parent closes stdin or dies
+	return 0
+}
+
+// NATSServer is a nats-server process running in one host.
+type NATSServer struct {
+	Host int    // index in Net.Hosts
+	URL  string // client URL, reachable from every host and the root namespace
+
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	ready chan string // the first stdout line, then closed
+	done  chan struct{}
+	err   error // of Wait, after done
+
+	once    sync.Once
+	stopErr error
+}
+
+// StartNATS starts a nats-server in each of hosts (every host if empty),
+// routed to one another as one cluster, and returns once each has a route
+// to every other. On error the ones started are stopped.
+func (n *Net) StartNATS(ctx context.Context, hosts ...int) ([]*NATSServer, error) {
+	if len(hosts) == 0 {
+		for i := range n.Hosts {
+			hosts = append(hosts, i)
+		}
+	}
+	var servers []*NATSServer
+	stopAll := func() error {
+		var errs []error
+		for _, s := range servers {
+			errs = append(errs, s.Stop())
+		}
+		return errors.Join(errs...)
+	}
+	for _, i := range hosts {
+		if i < 0 || i >= len(n.Hosts) {
+			return nil, errors.Join(fmt.Errorf("netns: no host %d", i), stopAll())
+		}
+		var peers []string
+		for _, j := range hosts {
+			if j != i {
+				peers = append(peers, n.Hosts[j].Addr)
+			}
+		}
+		s, err := n.startNATS(ctx, i, peers)
+		if err != nil {
+			return nil, errors.Join(err, stopAll())
+		}
+		servers = append(servers, s)
+	}
+	for _, s := range servers {
+		if err := s.waitReady(ctx); err != nil {
+			return nil, errors.Join(err, stopAll())
+		}
+	}
+	return servers, nil
+}
+
+func (n *Net) startNATS(ctx context.Context, i int, peers []string) (*NATSServer, error) {
+	base, err := child.Command(ctx, RoleNATSServer, "-host", n.Hosts[i].Addr, "-name", n.Hosts[i].Name,
+		"-routes", strings.Join(peers, ","))
+	if err != nil {
+		return nil, err
+	}
+	// Not tied to ctx: the server lives until Stop, whatever ctx start had.
+	cmd := exec.Command("ip", append([]string{"netns", "exec", n.Hosts[i].Name, base.Path}, base.Args[1:]...)...)
+	cmd.Env = base.Env
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("netns: start nats-server in %s: %w", n.Hosts[i].Name, err)
+	}
+	s := &NATSServer{Host: i, cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		io.Copy(io.Discard, stdout)
+	}()
+	go func() {
+		s.err = cmd.Wait()
+		close(s.done)
+	}()
+	s.ready = lines
+	return s, nil
+}
+
+func (s *NATSServer) waitReady(ctx context.Context) error {
+	select {
+	case line, ok := <-s.ready:
+		if !ok {
+			<-s.done
+			return fmt.Errorf("netns: nats-server in host %d exited before it was ready: %v", s.Host, s.err)
+		}
+		u, found := strings.CutPrefix(line, "READY ")
+		if !found {
+			return fmt.Errorf("netns: nats-server in host %d: %s", s.Host, line)
+		}
+		s.URL = u
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("netns: nats-server in host %d not ready: %w", s.Host, ctx.Err())
+	}
+}
+
+// Stop ends the server: it closes its stdin, waits up to 10s, then kills it.
+// Idempotent.
+func (s *NATSServer) Stop() error {
+	s.once.Do(func() {
+		s.stdin.Close()
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.done
+			s.stopErr = fmt.Errorf("netns: nats-server in host %d killed after 10s", s.Host)
+		}
+	})
+	return s.stopErr
+}
+
+// Kill ends the server at once, as a crash would. Idempotent with Stop.
+func (s *NATSServer) Kill() error {
+	s.once.Do(func() {
+		s.cmd.Process.Kill()
+		<-s.done
+	})
+	return nil
+}
