@@ -37,13 +37,20 @@ func Alloc(name string, size int) (*Mapping, error) {
 		return nil, fmt.Errorf("shmem: size %d, want > 0", size)
 	}
 	size = RoundPage(size)
-	fd, err := unix.MemfdCreate("tickbus-"+name, unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("tickbus-"+name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("shmem: memfd_create: %w", err)
 	}
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("shmem: ftruncate %d: %w", size, err)
+	}
+	// Seal the size: a process the memfd is handed to cannot shrink it
+	// under our mapping (a later access past the new end would SIGBUS us),
+	// and a receiver can check the seal before it maps.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("shmem: seal size: %w", err)
 	}
 	b, err := Map(fd, size)
 	if err != nil {
