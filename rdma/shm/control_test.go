@@ -393,3 +393,40 @@ func TestPostSend_UnknownOpcode_FreesItsEntry(t *testing.T) {
 		assert.Equal(t, rdma.StatusFlushed, buf[0].Status)
 	}
 }
+
+func TestConnect_UnsealedMemfd_Refused(t *testing.T) {
+	d := openTestDevice(t, Config{})
+	q := newTestQP(t, d, nil)
+	ep := fakeAcceptor(t, d, func(c *ctlConn) {
+		good, w := goodQueue(t)
+		fd, err := unix.MemfdCreate("unsealed", unix.MFD_CLOEXEC)
+		if err != nil {
+			return
+		}
+		defer unix.Close(fd)
+		if unix.Ftruncate(fd, int64(len(good.Bytes()))) != nil {
+			return
+		}
+		m, err := unix.Mmap(fd, 0, len(good.Bytes()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			return
+		}
+		copy(m, good.Bytes())
+		_ = unix.Munmap(m)
+		_ = c.send(w, fd, time.Second)
+	})
+	err := q.Connect(ctx5(t), ep)
+	assert.ErrorIs(t, err, ErrProtocol, "a peer that could shrink the memory under us is refused")
+	assert.Equal(t, rdma.QPError, q.State())
+}
+
+func TestRegisterMemory_SizeSealed(t *testing.T) {
+	d := openTestDevice(t, Config{})
+	mr, err := d.RegisterMemory(4096, rdma.AccessRemote)
+	require.NoError(t, err)
+	fd := mr.(*Region).fd
+	assert.Error(t, unix.Ftruncate(fd, 0), "nobody can shrink a region's memfd")
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	require.NoError(t, err)
+	assert.NotZero(t, seals&unix.F_SEAL_SHRINK)
+}

@@ -32,7 +32,9 @@ func closeFD(fd int) {
 	}
 }
 
-// fdSize is the size of the file behind fd.
+// fdSize is the size of the file behind fd, which must be a memfd whose
+// size is sealed against shrinking: otherwise its sender could truncate it
+// under our mapping and our next access would SIGBUS.
 func fdSize(fd int) (uint64, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -40,6 +42,10 @@ func fdSize(fd int) (uint64, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return 0, fmt.Errorf("%w: fd is not a regular file (mode %#o)", ErrProtocol, st.Mode)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		return 0, fmt.Errorf("%w: memfd size not sealed against shrinking (seals %#x, %v)", ErrProtocol, seals, err)
 	}
 	return uint64(st.Size), nil
 }
