@@ -40,11 +40,19 @@ func natsdMain(args []string) int {
 	cert := fs.String("cert", "", "TLS certificate")
 	key := fs.String("key", "", "TLS key")
 	ca := fs.String("ca", "", "CA that signs client certificates (verify)")
+	clusterPort := fs.Int("cluster", 0, "cluster (route) port; 0: no cluster")
+	routes := fs.String("routes", "", "comma-separated route URLs to other servers")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	opts := &server.Options{Host: "127.0.0.1", Port: *port, NoLog: true, NoSigs: true,
 		Authorization: *token, Username: *user, Password: *pass}
+	if *clusterPort != 0 {
+		opts.Cluster = server.ClusterOpts{Name: "tickbus-test", Host: "127.0.0.1", Port: *clusterPort}
+		if *routes != "" {
+			opts.Routes = server.RoutesFromStr(*routes)
+		}
+	}
 	if *nkey != "" {
 		opts.Nkeys = []*server.NkeyUser{{Nkey: *nkey}}
 	}
