@@ -28,21 +28,19 @@ const pacedRate = 100_000 // ticks per second
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 10_000_000_000, 3) }
 
-func reportHist(b *testing.B, h *hdrhistogram.Histogram) {
-	b.ReportMetric(float64(h.ValueAtQuantile(50)), "p50-ns")
-	b.ReportMetric(float64(h.ValueAtQuantile(99)), "p99-ns")
-	b.ReportMetric(float64(h.ValueAtQuantile(99.9)), "p99.9-ns")
-	b.ReportMetric(float64(h.ValueAtQuantile(99.99)), "p99.99-ns")
-	b.ReportMetric(float64(h.Max()), "max-ns")
+// quants are p50, p99, p99.9, p99.99 and max, in ns.
+type quants [5]float64
+
+var quantUnits = [5]string{"p50-ns", "p99-ns", "p99.9-ns", "p99.99-ns", "max-ns"}
+
+func histQuants(h *hdrhistogram.Histogram) quants {
+	return quants{float64(h.ValueAtQuantile(50)), float64(h.ValueAtQuantile(99)), float64(h.ValueAtQuantile(99.9)),
+		float64(h.ValueAtQuantile(99.99)), float64(h.Max())}
 }
 
-func reportLat(b *testing.B, m map[string]string) {
-	for _, k := range []struct{ key, unit string }{{"p50", "p50-ns"}, {"p99", "p99-ns"}, {"p999", "p99.9-ns"}, {"p9999", "p99.99-ns"}, {"max", "max-ns"}} {
-		v, err := strconv.ParseFloat(m[k.key], 64)
-		if err != nil {
-			b.Fatalf("%s in %v", k.key, m)
-		}
-		b.ReportMetric(v, k.unit)
+func (q quants) report(b *testing.B, prefix string) {
+	for i, u := range quantUnits {
+		b.ReportMetric(q[i], prefix+u)
 	}
 }
 
@@ -50,7 +48,12 @@ func reportLat(b *testing.B, m map[string]string) {
 // ticks/s, 64-byte ticks, one spinning subscriber process on a lossy ring;
 // one-way latency from the intended send time to delivery.
 func BenchmarkLatency_CrossProcess(b *testing.B) {
-	n := strconv.Itoa(b.N)
+	q := ringLatency(b, b.N)
+	q.report(b, "")
+}
+
+func ringLatency(b *testing.B, count int) quants {
+	n := strconv.Itoa(count)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	pt := startTopic(b, ctx,
@@ -66,18 +69,33 @@ func BenchmarkLatency_CrossProcess(b *testing.B) {
 	if s["events"] != "-" || s["badcrc"] != "0" {
 		b.Fatalf("ticks lost or bad during the latency run: %v", s)
 	}
-	reportLat(b, lat)
+	var q quants
+	for i, k := range []string{"p50", "p99", "p999", "p9999", "max"} {
+		v, err := strconv.ParseFloat(lat[k], 64)
+		if err != nil {
+			b.Fatalf("%s in %v", k, lat)
+		}
+		q[i] = v
+	}
+	return q
 }
 
 // BenchmarkLatency_Chan: the same paced schedule through a buffered Go
 // channel between two goroutines, the receiver spinning.
 func BenchmarkLatency_Chan(b *testing.B) {
+	b.ResetTimer()
+	q := chanLatency(b.N)
+	b.StopTimer()
+	q.report(b, "")
+}
+
+func chanLatency(count int) quants {
 	ch := make(chan int64, 1<<14)
 	h := newHist()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for i := 0; i < b.N; i++ {
+		for i := 0; i < count; i++ {
 			var t int64
 			for {
 				select {
@@ -90,18 +108,16 @@ func BenchmarkLatency_Chan(b *testing.B) {
 			_ = h.RecordValue(time.Now().UnixNano() - t)
 		}
 	}()
-	b.ResetTimer()
 	period := int64(time.Second) / pacedRate
 	start := time.Now().UnixNano() + int64(time.Millisecond)
-	for i := 0; i < b.N; i++ {
+	for i := 0; i < count; i++ {
 		intended := start + int64(i)*period
 		for time.Now().UnixNano() < intended {
 		}
 		ch <- intended
 	}
 	<-done
-	b.StopTimer()
-	reportHist(b, h)
+	return histQuants(h)
 }
 
 func init() { child.Register("ring-floor", floorMain) }
@@ -133,6 +149,13 @@ func floorMain(args []string) int {
 // back and forth between two processes through shared memory; one-way is
 // half the round trip.
 func BenchmarkFloor_CacheLine_CrossProcess(b *testing.B) {
+	b.ResetTimer()
+	q := floorLatency(b, b.N)
+	b.StopTimer()
+	q.report(b, "")
+}
+
+func floorLatency(b *testing.B, count int) quants {
 	m, err := shmem.Alloc("ring-floor", 4096)
 	if err != nil {
 		b.Fatal(err)
@@ -140,7 +163,7 @@ func BenchmarkFloor_CacheLine_CrossProcess(b *testing.B) {
 	defer m.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd, err := child.Command(ctx, "ring-floor", strconv.Itoa(b.N))
+	cmd, err := child.Command(ctx, "ring-floor", strconv.Itoa(count))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -152,8 +175,7 @@ func BenchmarkFloor_CacheLine_CrossProcess(b *testing.B) {
 	mem := m.Bytes()
 	ping, pong := at[atomic.Uint64](mem, 0), at[atomic.Uint64](mem, 2*LineSize)
 	h := newHist()
-	b.ResetTimer()
-	for i := uint64(1); i <= uint64(b.N); i++ {
+	for i := uint64(1); i <= uint64(count); i++ {
 		t0 := time.Now().UnixNano()
 		ping.Store(i)                                 // pairs with the child's ping load
 		for k := 0; pong.Load() != i && k >= 0; k++ { // pairs with the child's pong store
@@ -163,29 +185,34 @@ func BenchmarkFloor_CacheLine_CrossProcess(b *testing.B) {
 		}
 		_ = h.RecordValue((time.Now().UnixNano() - t0) / 2)
 	}
-	b.StopTimer()
 	if err := cmd.Wait(); err != nil {
 		b.Fatal(err)
 	}
-	reportHist(b, h)
+	return histQuants(h)
 }
 
 // BenchmarkJitterProbe: two spinning threads follow the paced schedule
 // (100,000 points a second) and record how late they notice each point:
 // the platform's own jitter, the ceiling any spinning pair can reach.
 func BenchmarkJitterProbe(b *testing.B) {
+	b.ResetTimer()
+	q := jitterProbe(b.N)
+	b.StopTimer()
+	q.report(b, "")
+}
+
+func jitterProbe(count int) quants {
 	hs := []*hdrhistogram.Histogram{newHist(), newHist()}
 	period := int64(time.Second) / pacedRate
 	start := time.Now().UnixNano() + int64(time.Millisecond)
 	var wg sync.WaitGroup
-	b.ResetTimer()
 	for _, h := range hs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			for i := 0; i < b.N; i++ {
+			for i := 0; i < count; i++ {
 				intended := start + int64(i)*period
 				now := time.Now().UnixNano()
 				for now < intended {
@@ -196,9 +223,29 @@ func BenchmarkJitterProbe(b *testing.B) {
 		}()
 	}
 	wg.Wait()
-	b.StopTimer()
 	hs[0].Merge(hs[1])
-	reportHist(b, hs[0])
+	return histQuants(hs[0])
+}
+
+// BenchmarkLatencyRatios runs the floor, the jitter probe, the ring across
+// processes and a Go channel back to back on b.N ticks each, and reports
+// every figure and the target ratios from that one run: ring p50 / floor
+// p50 (target <= 2), ring p99 and p99.9 / jitter p99 and p99.9 (target
+// <= 1.25), and the channel's against the ring's.
+func BenchmarkLatencyRatios(b *testing.B) {
+	floor := floorLatency(b, b.N)
+	jitter := jitterProbe(b.N)
+	ringQ := ringLatency(b, b.N)
+	ch := chanLatency(b.N)
+	floor.report(b, "floor-")
+	jitter.report(b, "jitter-")
+	ringQ.report(b, "ring-")
+	ch.report(b, "chan-")
+	b.ReportMetric(ringQ[0]/floor[0], "ring/floor-p50")
+	b.ReportMetric(ringQ[1]/jitter[1], "ring/jitter-p99")
+	b.ReportMetric(ringQ[2]/jitter[2], "ring/jitter-p99.9")
+	b.ReportMetric(ringQ[3]/jitter[3], "ring/jitter-p99.99")
+	b.ReportMetric(ch[0]/ringQ[0], "chan/ring-p50")
 }
 
 // BenchmarkThroughput_CrossProcess: one publisher process, one subscriber
