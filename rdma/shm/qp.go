@@ -247,6 +247,13 @@ func (q *QP) connect(ctx context.Context, remote rdma.Endpoint) error {
 		c.close()
 		return errors.Join(err, ctx.Err())
 	}
+	if !stop() { // ctx ended and its deadline poke may be on its way
+		c.close()
+		out.unmap()
+		table.unmapAll()
+		return fmt.Errorf("shm: connect: %w", ctx.Err())
+	}
+	_ = c.c.SetDeadline(time.Time{})
 	q.ctlMu.Lock()
 	if !q.state.CompareAndSwap(uint32(rdma.QPInit), uint32(rdma.QPReadyToReceive)) {
 		q.ctlMu.Unlock()
@@ -265,7 +272,6 @@ func (q *QP) connect(ctx context.Context, remote rdma.Endpoint) error {
 	}
 	q.readerWG.Add(1)
 	q.ctlMu.Unlock()
-	_ = c.c.SetDeadline(time.Time{})
 	go q.follow(c)
 	return nil
 }
