@@ -92,6 +92,11 @@ type NATSConfig struct {
 	// ReconnectMax, with jitter. Reconnects never stop.
 	ReconnectWait time.Duration
 	ReconnectMax  time.Duration
+	// WaitForServer makes Open retry the first connection (with the same
+	// backoff) until its context ends, so a node may start before its
+	// external server. Without it an unreachable server fails Open at once
+	// with ErrConnect. Bad credentials fail at once either way.
+	WaitForServer bool
 }
 
 // withDefaults fills defaults and checks c.

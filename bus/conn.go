@@ -1,9 +1,12 @@
 package bus
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,6 +46,29 @@ func (n *Node) natsOptions() []nats.Option {
 	return opts
 }
 
+// dialWait dials until it connects, ctx ends, or WaitForServer is off.
+// Authentication and TLS failures are not retried.
+func (n *Node) dialWait(ctx context.Context) (*nats.Conn, error) {
+	wait := n.cfg.NATS.ReconnectWait
+	for {
+		nc, err := n.dial()
+		if err == nil || !n.cfg.NATS.WaitForServer || n.srv != nil || !retryable(err) {
+			return nc, err
+		}
+		n.log.Warn().Err(err).Dur("retry_in", wait).Msg("bus: NATS not reachable yet")
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (waited until %v)", err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, n.cfg.NATS.ReconnectMax)
+	}
+}
+
+func retryable(err error) bool {
+	return errors.Is(err, nats.ErrNoServers) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, nats.ErrTimeout)
+}
+
 // dial connects to the configured URLs or to the embedded server.
 func (n *Node) dial() (*nats.Conn, error) {
 	c := n.cfg.NATS
@@ -63,7 +89,7 @@ func (n *Node) dial() (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrConnect, url, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrConnect, url, err)
 	}
 	return nc, nil
 }

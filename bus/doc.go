@@ -10,7 +10,8 @@
 // port, no JetStream, nothing on disk); Node.ClientURL gives its URL so that
 // other nodes and NATS tools can join it. With URLs the node connects to an
 // external server or cluster with user/password, token, nkey seed file,
-// creds file and TLS as configured. It reconnects forever with capped,
+// creds file and TLS as configured (NATSConfig.WaitForServer lets Open wait
+// for a server that is not up yet). It reconnects forever with capped,
 // jittered exponential backoff; after a reconnect it re-announces everything
 // and asks who is there.
 //
@@ -34,7 +35,10 @@
 // says goodbye, and the old incarnation of one that restarted. Dropping a
 // peer reports each of its subscribers, publishers and homes as gone to the
 // local owners (OnSubscriberGone, OnPublisherGone, OnHomeLost) and calls
-// Config.OnPeerDown, each exactly once. While this node's connection is down
+// Config.OnPeerDown, each exactly once. A peer heard again after it was
+// dropped (it was only late) is asked to re-announce (P.d.who naming it), and
+// messages from an older incarnation than the one known are ignored. While
+// this node's connection is down
 // ageing pauses (nobody can hear anybody), and after a reconnect every peer
 // gets a fresh timeout.
 //

@@ -132,3 +132,42 @@ func TestNode_PeerAgedOutWhileAlive_ReannouncesWhenHeardAgain(t *testing.T) {
 	require.Eventually(t, func() bool { return rec.count("sub-b/s") >= 2 && rec.count("sub+b/s") >= 3 }, eventually, tick, "%v", rec.list())
 	require.Eventually(t, func() bool { return len(pub.Subscribers()) == 1 }, eventually, tick)
 }
+
+func TestNode_WaitForServer_OpenSucceedsWhenServerComesLater(t *testing.T) {
+	port := freePort(t)
+	cfg := testConfig("early", "nats://127.0.0.1:"+itoa(port))
+	cfg.NATS.WaitForServer = true
+	cfg.NATS.ReconnectWait = 20 * time.Millisecond
+	cfg.NATS.ReconnectMax = 100 * time.Millisecond
+	type res struct {
+		n   *bus.Node
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), eventually)
+		defer cancel()
+		n, err := bus.Open(ctx, cfg)
+		done <- res{n, err}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case r := <-done:
+		t.Fatalf("Open returned before any server ran: %v", r.err)
+	default:
+	}
+	startNatsd(t, port)
+	r := <-done
+	require.NoError(t, r.err)
+	t.Cleanup(func() { _ = r.n.Close() })
+	assert.True(t, r.n.Connected())
+
+	// and gives up, clearly, when its context ends first
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	cfg2 := cfg
+	cfg2.NodeID = "never"
+	cfg2.NATS.URLs = []string{"nats://127.0.0.1:" + itoa(freePort(t))}
+	_, err := bus.Open(ctx, cfg2)
+	require.ErrorIs(t, err, bus.ErrConnect)
+}

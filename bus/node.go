@@ -94,7 +94,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			return fail(err)
 		}
 	}
-	if n.nc, err = n.dial(); err != nil {
+	if n.nc, err = n.dialWait(ctx); err != nil {
 		return fail(err)
 	}
 	n.connected.Store(true)
