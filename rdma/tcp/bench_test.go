@@ -63,7 +63,7 @@ func tcpPingPong(b *testing.B, l link, n int) *hdrhistogram.Histogram {
 
 	var stop atomic.Bool
 	errc := make(chan error, 1)
-	go func() { errc <- echo(bb, a.mr, ping, &stop) }()
+	go func() { errc <- echoTo(bb, remote(a.mr, 0), ping, &stop) }()
 
 	h := newHist()
 	var buf [8]byte
@@ -106,10 +106,11 @@ func tcpPingPong(b *testing.B, l link, n int) *hdrhistogram.Histogram {
 	return h
 }
 
-// echo is B's side of the ping-pong: every new ping value goes back to A.
-func echo(s *side, dst rdma.MemoryRegion, ping *uint64, stop *atomic.Bool) error {
+// echoTo is B's side of the ping-pong: every new ping value goes back to
+// A's pong word at dst.
+func echoTo(s *side, dst rdma.RemoteAddr, ping *uint64, stop *atomic.Bool) error {
 	var buf [8]byte
-	wr := rdma.WorkRequest{Op: rdma.OpWrite, Remote: remote(dst, 0)}
+	wr := rdma.WorkRequest{Op: rdma.OpWrite, Remote: dst}
 	var cs [16]rdma.Completion
 	idle := benchIdle()
 	last := uint64(0)
