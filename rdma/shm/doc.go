@@ -26,6 +26,22 @@
 // peer's RecvCQ turns them into completions when it polls. With no receive
 // posted the sender gets StatusRNRRetryExceeded at once (no retry).
 //
+// Each request finishes before PostSend returns, so FlagFence needs nothing
+// and a completion means the bytes are in place. As on verbs, an error
+// completion moves the QP to ERR. Send-queue entries are held, signalled or
+// not, until a completion of the QP at or after them is polled; a request
+// that could produce a completion first reserves room in the send CQ, so the
+// CQ never overflows: PostSend returns rdma.ErrSendQueueFull instead. Posts
+// to one QP from several goroutines are serialised by a CAS (uncontended:
+// one atomic); polling a CQ is for one goroutine at a time.
+//
+// Trust: memfds arrive sealed against shrinking (internal/shmem seals them;
+// an unsealed one is refused, since its sender could truncate it under our
+// mapping), regions no peer may write travel as read-only fds, and every
+// geometry a peer announces is checked against the file before mapping.
+// Peers within the same uid (or Config.AllowUIDs) are trusted not to
+// exhaust memory with huge regions.
+//
 // Peer death: the control socket's EOF moves the QP to ERR; every later post
 // completes with StatusFlushed. Shared memory outlives a dead peer in the
 // mappings that remain, so nothing faults, and memfds leave nothing in
