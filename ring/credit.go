@@ -12,6 +12,7 @@ const (
 	idWrite   uint64 = 2 // a writer's signalled WRITE to a ring or the journal
 	idCredit  uint64 = 3 // a reader's signalled credit WRITE
 	idRecover uint64 = 4 // a reader's journal READ
+	idHead    uint64 = 5 // a writer's READ of a reliable ring's head
 )
 
 // credit is a reader's credit cell at one writer (reliable mode).

@@ -99,6 +99,10 @@
 // advanced it. A writer's room is the minimum over its reliable targets of
 // position+slots, cached and re-read only when the ring looks full; it waits
 // through its IdleStrategy and fails with ErrBackPressure after Timeout.
+// When a ring looks full by its cell, the writer also READs the ring's head
+// (line 1 of the ring region, stored by the reader after every advancing
+// poll): a subscriber that never attached the cell still gets flow control,
+// at one READ per look instead of none.
 //
 // # Descriptors
 //

@@ -220,7 +220,7 @@ func (w *Writer) deliver(tl *targetList, n int) error {
 			continue
 		}
 		if short && t.cell != nil {
-			limit := t.cell.Next.Load() + t.slots // pairs with the reader's credit WRITE
+			limit := t.position() + t.slots
 			for i := 0; i < n; i++ {
 				if w.batchSeqs[i] >= limit {
 					err = ErrBackPressure
@@ -416,8 +416,8 @@ func (w *Writer) reap() int {
 		for i := 0; i < n; i++ {
 			c := &w.comps[i]
 			switch c.ID & 0xff {
-			case idClaim:
-				if c.ID == w.claimID|idClaim {
+			case idClaim, idHead:
+				if c.ID == w.claimID|c.ID&0xff {
 					w.claimDone, w.claimOK = true, c.Status == rdma.StatusSuccess
 				}
 			case idWrite:
@@ -457,7 +457,10 @@ func (w *Writer) expired() bool {
 }
 
 // roomFor reports whether every reliable target has room for sequence last,
-// from the cached limit when it suffices.
+// from the cached limit when it suffices. A target that looks full by its
+// credit cell has its ring's head READ too, so a subscriber that never
+// attached the cell (AddCredit) still gets flow control, at one READ per
+// look.
 func (w *Writer) roomFor(tl *targetList, last uint64) bool {
 	if tl == w.seen && last < w.limit {
 		return true
@@ -465,13 +468,63 @@ func (w *Writer) roomFor(tl *targetList, last uint64) bool {
 	w.seen = tl
 	w.limit = ^uint64(0)
 	for _, t := range tl.all {
-		if t.cell != nil && !t.dropped {
-			if l := t.cell.Next.Load() + t.slots; l < w.limit { // pairs with the reader's credit WRITE
-				w.limit = l
-			}
+		if t.cell == nil || t.dropped {
+			continue
+		}
+		l := t.position() + t.slots
+		if last >= l && w.readHead(t) {
+			l = t.position() + t.slots
+		}
+		if l < w.limit {
+			w.limit = l
 		}
 	}
 	return last < w.limit
+}
+
+// position is what the writer knows of a reliable target's reader: every
+// sequence below it was delivered.
+func (t *target) position() uint64 {
+	p := t.cell.Next.Load() // pairs with the reader's credit WRITE
+	if t.head > p {
+		p = t.head
+	}
+	return p
+}
+
+// readHead READs t's ring head (the reader's position, which it stores
+// after every advancing poll) into t.head. False if the READ failed (the
+// target is dropped) or timed out.
+func (w *Writer) readHead(t *target) bool {
+	w.claimID += 1 << 8
+	wr := &w.wr
+	wr.ID, wr.Op, wr.Flags = w.claimID|idHead, rdma.OpRead, rdma.FlagSignaled
+	wr.Local = rdma.SGE{Addr: w.stgAddr + stgHead, Len: 8, LKey: t.lkey}
+	wr.Remote = rdma.RemoteAddr{Addr: t.base - offSlots + offHot, RKey: t.rkey}
+	w.claimDone = false
+	if err := t.qp.PostSend(wr); err != nil {
+		if !errors.Is(err, rdma.ErrSendQueueFull) {
+			w.drop(t, err)
+		}
+		return false
+	}
+	for !w.claimDone {
+		if w.reap() > 0 {
+			continue
+		}
+		if w.expired() {
+			return false
+		}
+		w.idle.Idle(0)
+	}
+	if !w.claimOK {
+		w.drop(t, rdma.ErrCompletion)
+		return false
+	}
+	if h := binary.LittleEndian.Uint64(w.stg[stgHead:]); h > t.head && h != StampBusy {
+		t.head = h
+	}
+	return true
 }
 
 // waitRoom waits through the idle strategy until roomFor(last); false at

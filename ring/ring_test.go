@@ -524,3 +524,32 @@ func TestReader_Poll_ReportsTrailingDeadClaimFromCounter(t *testing.T) {
 	assert.Len(t, c.ticks, 1)
 	assert.Equal(t, uint64(4), r.Reader().Next())
 }
+
+// A reliable subscriber that never attached its credit cell still gets
+// flow control: the writer READs the ring's head when it looks full.
+func TestRing_Reliable_WithoutCreditCell_WriterReadsHead(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{Timeout: 50 * time.Millisecond})
+	r, err := NewRing(tp.dev, RingConfig{Slots: 64, Mode: Reliable})
+	require.NoError(t, err)
+	defer r.Close()
+	wq, _ := qpPair(t, tp.dev, tp.wcq, tp.dev, tp.rcq)
+	_, err = tp.w.AddTarget(Target{ID: 1, QP: wq, Ring: r.Desc()})
+	require.NoError(t, err)
+	var c collector
+	for i := uint64(1); i <= 64; i++ {
+		_, err := tp.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+	}
+	_, err = tp.w.Publish(0, payloadFor(65, 8), 0)
+	require.ErrorIs(t, err, ErrBackPressure, "full, and the head says so")
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 64 })
+	for i := uint64(65); i <= 300; i++ {
+		_, err := tp.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+		pollUntil(t, r.Reader(), &c, func() bool { return r.Reader().Next() > i })
+	}
+	assert.Empty(t, c.events)
+	for i, tk := range c.ticks {
+		require.Equal(t, payloadFor(uint64(i+1), 8), tk.Payload)
+	}
+}

@@ -183,6 +183,7 @@ type target struct {
 	lossy    bool
 	journal  bool
 	cell     *creditCell // reliable only: the reader's position, written by the reader
+	head     uint64      // reliable only: the ring's head as last READ
 	cellIdx  int
 	posts    uint32
 	dropped  bool // publishing goroutine only
@@ -292,8 +293,9 @@ type WriterStats struct {
 
 // Staging memory layout.
 const (
-	stgResult = 0 // 8 bytes: the original value of a claim's CAS/FAA
-	stgBusy   = 8 // 8 bytes: StampBusy, the source of lossy invalidations
+	stgResult = 0  // 8 bytes: the original value of a claim's CAS/FAA
+	stgBusy   = 8  // 8 bytes: StampBusy, the source of lossy invalidations
+	stgHead   = 16 // 8 bytes: a reliable ring's head, READ when it looks full
 	stgStamps = LineSize
 	// Then one u64 per staging slot (the source of its stamp WRITE), then
 	// the slot images at stgImages: each is a whole slot whose stamp field
