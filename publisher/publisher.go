@@ -173,8 +173,10 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*P
 	if p.cq, err = dev.CreateCQ(cqDepth); err != nil {
 		return nil, fmt.Errorf("publisher: %w", err)
 	}
+	var data [4]byte
+	binary.LittleEndian.PutUint32(data[:], cfg.PublisherID)
 	p.pub, err = node.Publish(ctx, bus.PublishSpec{
-		Topic: cfg.Topic, ID: cfg.ID,
+		Topic: cfg.Topic, ID: cfg.ID, Data: data[:], // subscribers learn the id stamped on our ticks
 		NewHome:            p.newHome,
 		AcceptHome:         p.acceptHome,
 		ValidateSubscriber: validateSubscriber,
@@ -247,11 +249,15 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 	}
 	p.homeAcc = append(p.homeAcc, c)
 	desc, err := p.home.Desc().MarshalBinary()
+	// The counter as read now: a subscriber joining a running topic starts
+	// its ring here (ring.Reader.StartAt).
+	var counter [8]byte
+	binary.LittleEndian.PutUint64(counter[:], p.home.Counter())
 	p.mu.Unlock()
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
-	return bus.ConnectReply{Endpoint: c.qp.LocalEndpoint(), Region: desc}, nil
+	return bus.ConnectReply{Endpoint: c.qp.LocalEndpoint(), Region: desc, Data: counter[:]}, nil
 }
 
 func (p *Publisher) newConn() (conn, error) {

@@ -53,8 +53,17 @@ type Config struct {
 	// the stats goroutine): the command line prints its status line here.
 	OnStats func(*stats.Message)
 	// DrainQuiet is how long Close polls after the last delivery before it
-	// considers the ring drained (default 100ms; at most 2s of draining).
+	// considers the ring drained (default GapTimeout plus 200ms, so a hole
+	// is reported as a gap; at most 2s of draining).
 	DrainQuiet time.Duration
+	// JoinGrace is how long after a publisher connected the ring's losses
+	// still count as joining (BeforeJoin) while that publisher has not
+	// delivered a tick (default 1s plus GapTimeout).
+	JoinGrace time.Duration
+	// StartDelay is how long after a publisher connected the subscriber
+	// asks the home for its counter, to start a ring that joins a running
+	// topic (default 250ms: time for the publisher to add the ring).
+	StartDelay time.Duration
 	Logger     zerolog.Logger
 }
 
@@ -80,8 +89,22 @@ func (c *Config) setDefaults() error {
 	if c.StatsInterval == 0 {
 		c.StatsInterval = time.Second
 	}
+	if c.JoinGrace == 0 {
+		gt := c.GapTimeout
+		if gt <= 0 {
+			gt = 100 * time.Millisecond
+		}
+		c.JoinGrace = time.Second + gt
+	}
+	if c.StartDelay == 0 {
+		c.StartDelay = 250 * time.Millisecond
+	}
 	if c.DrainQuiet == 0 {
-		c.DrainQuiet = 100 * time.Millisecond
+		gt := c.GapTimeout
+		if gt <= 0 {
+			gt = 100 * time.Millisecond
+		}
+		c.DrainQuiet = gt + 200*time.Millisecond
 	}
 	switch {
 	case c.Topic == "":

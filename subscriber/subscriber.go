@@ -2,8 +2,10 @@ package subscriber
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,9 +36,13 @@ type Counters struct {
 	Recovered uint64 // delivered from the journal
 	Next      uint64 // the next sequence the ring waits for
 	// JoinedAt is the first sequence delivered (0: none yet); BeforeJoin
-	// the sequences before it, published before this ring was written to.
+	// the sequences lost while the ring was joining a publisher (see
+	// recHandler): published before that publisher wrote into this ring.
 	JoinedAt   uint64
 	BeforeJoin uint64
+	// StartedAt is where the ring started when it joined a running topic
+	// (the home's counter then); 0 if it started at the topic's beginning.
+	StartedAt uint64
 }
 
 // Lost is every sequence passed and not delivered.
@@ -63,6 +69,10 @@ type Subscriber struct {
 	stopStats  chan struct{}
 	statsDone  chan struct{}
 
+	startAt atomic.Uint64  // the home's counter as findStart learnt it
+	done    chan struct{}  // closed by Close: findStart goroutines return
+	wg      sync.WaitGroup // findStart goroutines
+
 	stop    atomic.Bool // Run returns when set
 	running sync.Mutex  // held by Run; Close waits on it
 
@@ -83,19 +93,30 @@ type conn struct {
 
 // recHandler records each tick's latency, then calls the user's handler.
 //
-// Joining: a ring announced while the topic is running starts at sequence
-// 1, so until its first tick arrives the reader reports the sequences
-// published before any publisher wrote into it as gaps or overruns. Those
-// were never this subscriber's: they are counted apart (BeforeJoin), not
-// passed to the handler, and the first delivered sequence is JoinedAt.
+// Joining. A ring is written to by each publisher only from the moment that
+// publisher added it; sequences claimed before are never written into it,
+// and the reader reports them as gaps or overruns. Those were never this
+// subscriber's to lose, so losses reported while the ring is joining are
+// counted apart (Counters.BeforeJoin, logged) and not passed to the
+// handler. The ring is joining until its first tick, and again whenever a
+// publisher is announced that has not delivered a tick yet, until it has or
+// until JoinGrace after the last publisher connected. Outside those windows
+// every loss is a gap or overrun, reported to the handler.
 type recHandler struct {
 	user   Handler
 	rec    *stats.Recorder
 	joined bool // polling goroutine only
 
+	joining      atomic.Bool  // a known publisher has not delivered yet
+	joinDeadline atomic.Int64 // unix ns after which joining no longer excuses losses
+	joinMu       sync.Mutex   // pending and seen; taken only while joining
+	pending      map[uint32]struct{}
+	seen         map[uint32]struct{}
+
 	joinedAt    atomic.Uint64 // first delivered sequence; written once by the poller
-	joinGap     atomic.Uint64 // gap sequences before joinedAt
-	joinOverrun atomic.Uint64 // overrun sequences before joinedAt
+	startedAt   atomic.Uint64 // the reader was moved here by StartAt (0: not moved)
+	joinGap     atomic.Uint64 // gap sequences lost while joining
+	joinOverrun atomic.Uint64 // overrun sequences lost while joining
 }
 
 func (h *recHandler) OnTicks(ts []ring.Tick) {
@@ -107,19 +128,54 @@ func (h *recHandler) OnTicks(ts []ring.Tick) {
 		h.joined = true
 		h.joinedAt.Store(ts[0].Seq) // pairs with the Load in Counters
 	}
+	if h.joining.Load() { // pairs with the Store in publisherUp
+		h.delivered(ts)
+	}
 	if h.user != nil {
 		h.user.OnTicks(ts)
 	}
 }
 
+// delivered marks the publishers of ts as joined (join window only).
+func (h *recHandler) delivered(ts []ring.Tick) {
+	h.joinMu.Lock()
+	for i := range ts {
+		id := ts[i].Publisher
+		if _, ok := h.pending[id]; ok {
+			delete(h.pending, id)
+		}
+		h.seen[id] = struct{}{}
+	}
+	if len(h.pending) == 0 {
+		h.joining.Store(false)
+	}
+	h.joinMu.Unlock()
+}
+
+// publisherUp notes a publisher that has not delivered yet.
+func (h *recHandler) publisherUp(id uint32, grace time.Duration) {
+	h.joinMu.Lock()
+	if _, ok := h.seen[id]; !ok {
+		h.pending[id] = struct{}{}
+		h.joining.Store(true)
+	}
+	h.joinMu.Unlock()
+	h.extend(grace)
+}
+
+// extend keeps the join window open for grace from now.
+func (h *recHandler) extend(grace time.Duration) {
+	h.joinDeadline.Store(time.Now().Add(grace).UnixNano())
+}
+
 func (h *recHandler) OnEvent(ev ring.Event) {
-	if !h.joined {
-		switch ev.Kind {
-		case ring.EventGap:
-			h.joinGap.Add(ev.Count())
-			return
-		case ring.EventOverrun:
-			h.joinOverrun.Add(ev.Count())
+	if ev.Kind == ring.EventGap || ev.Kind == ring.EventOverrun {
+		if !h.joined || h.joining.Load() && time.Now().UnixNano() < h.joinDeadline.Load() {
+			if ev.Kind == ring.EventGap {
+				h.joinGap.Add(ev.Count())
+			} else {
+				h.joinOverrun.Add(ev.Count())
+			}
 			return
 		}
 	}
@@ -142,8 +198,8 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h H
 		cfg.ID = node.ID()
 	}
 	s := &Subscriber{cfg: cfg, node: node, devs: devs, log: cfg.Logger.With().Str("topic", cfg.Topic).Str("subscriber", cfg.ID).Logger(),
-		qps: map[string][]conn{}, rec: stats.NewRecorder()}
-	s.h = recHandler{user: h, rec: s.rec}
+		qps: map[string][]conn{}, rec: stats.NewRecorder(), done: make(chan struct{})}
+	s.h = recHandler{user: h, rec: s.rec, pending: map[uint32]struct{}{}, seen: map[uint32]struct{}{}}
 	dev, err := devs.Get(cfg.Provider)
 	if err != nil {
 		return nil, err
@@ -167,7 +223,7 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h H
 	s.sub, err = node.Subscribe(ctx, bus.SubscribeSpec{
 		Topic: cfg.Topic, ID: cfg.ID, Mode: mode, Ring: desc,
 		Accept:          s.accept,
-		OnPublisher:     func(p bus.PublisherInfo) { s.log.Info().Str("publisher", p.Key()).Msg("subscriber: publisher up") },
+		OnPublisher:     s.publisherUp,
 		OnPublisherGone: s.publisherGone,
 	})
 	if err != nil {
@@ -223,8 +279,20 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 	}
 	s.qps[key] = append(s.qps[key], conn{qp: qp, cq: cq})
 	s.mu.Unlock()
+	s.h.extend(s.cfg.JoinGrace)
+	s.wg.Add(1)
+	go s.findStart()
 	s.log.Info().Str("publisher", key).Str("provider", req.Endpoint.Provider).Msg("subscriber: publisher connected")
 	return bus.ConnectReply{Endpoint: qp.LocalEndpoint(), Region: desc}, nil
+}
+
+// publisherUp notes a publisher: until it delivers a tick (or JoinGrace
+// after it connected) the ring is joining it.
+func (s *Subscriber) publisherUp(p bus.PublisherInfo) {
+	if len(p.Data) == 4 {
+		s.h.publisherUp(binary.LittleEndian.Uint32(p.Data), s.cfg.JoinGrace)
+	}
+	s.log.Info().Str("publisher", p.Key()).Msg("subscriber: publisher up")
 }
 
 // publisherGone closes the queue pairs of a publisher that left.
@@ -243,7 +311,77 @@ func (s *Subscriber) publisherGone(p bus.PublisherInfo, reason error) {
 // Poll delivers what is ready to the handler and returns how much it
 // delivered (ticks plus events), for an idle strategy. It allocates
 // nothing, takes no lock and makes no syscall. One goroutine polls.
-func (s *Subscriber) Poll() int { return s.reader.Poll(&s.h) }
+func (s *Subscriber) Poll() int {
+	if !s.h.joined {
+		s.maybeStart()
+	}
+	return s.reader.Poll(&s.h)
+}
+
+// maybeStart moves a ring that has delivered nothing to the start findStart
+// learnt (polling goroutine).
+func (s *Subscriber) maybeStart() {
+	if v := s.startAt.Load(); v > s.reader.Next() { // pairs with the Store in findStart
+		if err := s.reader.StartAt(v); err == nil {
+			s.h.startedAt.Store(v)
+		}
+	}
+}
+
+// findStart runs after a publisher connected: once it has had time to add
+// the ring, it asks the topic's home for its counter, where a ring joining a
+// running topic starts (earlier sequences were never going to be written
+// into it). The home lives with one of the publishers.
+func (s *Subscriber) findStart() {
+	defer s.wg.Done()
+	select {
+	case <-time.After(s.cfg.StartDelay):
+	case <-s.done:
+		return
+	}
+	if s.h.joinedAt.Load() != 0 {
+		return // already delivering: nothing to move
+	}
+	for _, p := range s.sub.Publishers() {
+		c, err := s.askCounter(p.Node.ID)
+		if err == nil {
+			if c > s.startAt.Load() {
+				s.startAt.Store(c) // pairs with the Load in maybeStart
+			}
+			return
+		}
+		if !errors.Is(err, bus.ErrUnknownTarget) {
+			s.log.Debug().Err(err).Str("node", p.Node.ID).Msg("subscriber: ask home for its counter")
+		}
+	}
+}
+
+// askCounter connects a queue pair to the topic's home on node (if it is
+// there) and returns the counter it reported; the queue pair is closed at
+// once, having served as the handshake.
+func (s *Subscriber) askCounter(node string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cq, err := s.dev.CreateCQ(16)
+	if err != nil {
+		return 0, err
+	}
+	defer cq.Close()
+	qp, err := s.dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 16, RecvDepth: 16})
+	if err != nil {
+		return 0, err
+	}
+	defer qp.Close()
+	rep, err := s.node.Connect(ctx, node, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
+	if err != nil {
+		return 0, err
+	}
+	if len(rep.Data) != 8 {
+		return 0, fmt.Errorf("subscriber: home's counter reply of %d bytes, want 8", len(rep.Data))
+	}
+	_ = qp.Connect(ctx, rep.Endpoint)
+	return binary.LittleEndian.Uint64(rep.Data), nil
+}
 
 // ReadInto copies the next tick into t and its payload into buf; see
 // ring.Reader.ReadInto. Its latency is recorded as with Poll.
@@ -275,7 +413,7 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	}()
 	idle := s.cfg.Idle
 	for !s.stop.Load() && !ctxDone.Load() {
-		idle.Idle(s.reader.Poll(&s.h))
+		idle.Idle(s.Poll())
 	}
 	if s.stop.Load() {
 		return nil
@@ -292,7 +430,7 @@ func (s *Subscriber) Counters() Counters {
 	st := s.reader.Stats()
 	return Counters{Received: st.Delivered, Gaps: st.Gap - jg, Overruns: st.Overrun - jo, Skips: st.Skip,
 		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
-		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo}
+		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo, StartedAt: s.h.startedAt.Load()}
 }
 
 // Topic is the topic subscribed.
@@ -355,6 +493,8 @@ func (s *Subscriber) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
 		errs = append(errs, s.sub.Close())
+		close(s.done)
+		s.wg.Wait()
 		s.stop.Store(true)
 		s.running.Lock() // Run has returned
 		s.drain()
@@ -383,7 +523,9 @@ func (s *Subscriber) Close() error {
 	return s.closeErr
 }
 
-// drain polls until nothing arrived for DrainQuiet, at most 2 s.
+// drain polls until nothing arrived for DrainQuiet, at most 2 s. The quiet
+// period outlasts the gap timeout, so a claimed sequence that will never be
+// written is reported as a gap rather than left behind in silence.
 func (s *Subscriber) drain() {
 	end := time.Now().Add(2 * time.Second)
 	last := time.Now()
@@ -392,6 +534,6 @@ func (s *Subscriber) drain() {
 			last = now
 			continue
 		}
-		time.Sleep(time.Millisecond)
+		runtime.Gosched() // not a sleep: the reader's gap check runs every 64th empty poll
 	}
 }

@@ -64,6 +64,9 @@ func runPub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer p.Close()
+	if c.JSON {
+		fmt.Fprintf(stdout, `{"event":"ready","node":%q,"home":%t}`+"\n", node.ID(), p.IsHome())
+	}
 	if c.Pub.Wait > 0 && c.Pub.WaitSubscribers > 0 {
 		wctx, cancel := context.WithTimeout(ctx, c.Pub.Wait)
 		err := p.WaitSubscribers(wctx, c.Pub.WaitSubscribers)

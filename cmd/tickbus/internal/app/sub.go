@@ -47,6 +47,7 @@ type subSummary struct {
 	Lost       uint64 `json:"lost"`
 	JoinedAt   uint64 `json:"joined_at"`
 	BeforeJoin uint64 `json:"before_join"`
+	StartedAt  uint64 `json:"started_at"`
 	First      uint64 `json:"first"`
 	Last       uint64 `json:"last"`
 	Hash       string `json:"hash"` // FNV-1a over every delivered sequence and payload, in order
@@ -234,8 +235,8 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(out, "received %d, gaps %d, overruns %d, lost %d (first %d, last %d, order hash %s); latency p50 %s p99 %s p99.9 %s max %s\n",
 			sum.Received, sum.Gaps, sum.Overruns, sum.Lost, sum.First, sum.Last, sum.Hash, fmtNs(sum.P50), fmtNs(sum.P99), fmtNs(sum.P999), fmtNs(sum.Max))
-		if sum.BeforeJoin > 0 {
-			fmt.Fprintf(out, "joined at sequence %d: %d earlier sequence(s) were published before this subscriber was connected\n", sum.JoinedAt, sum.BeforeJoin)
+		if sum.StartedAt > 0 || sum.BeforeJoin > 0 {
+			fmt.Fprintf(out, "joined a running topic at sequence %d (%d sequence(s) lost while publishers were still connecting to this ring)\n", sum.JoinedAt, sum.BeforeJoin)
 		}
 	}
 	if closeErr != nil {
@@ -246,7 +247,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func summary(id string, cn subscriber.Counters, h *subHandler, total *hdrhistogram.Histogram) subSummary {
 	return subSummary{Event: "summary", Subscriber: id, Received: cn.Received, Gaps: cn.Gaps, Overruns: cn.Overruns,
-		Skips: cn.Skips, Corrupt: cn.Corrupt, Lost: cn.Lost(), JoinedAt: cn.JoinedAt, BeforeJoin: cn.BeforeJoin,
+		Skips: cn.Skips, Corrupt: cn.Corrupt, Lost: cn.Lost(), JoinedAt: cn.JoinedAt, BeforeJoin: cn.BeforeJoin, StartedAt: cn.StartedAt,
 		First: h.first, Last: h.last, Hash: fmt.Sprintf("%016x", h.h.v), Count: total.TotalCount(),
 		P50: total.ValueAtQuantile(50), P99: total.ValueAtQuantile(99), P999: total.ValueAtQuantile(99.9), Max: total.Max()}
 }
