@@ -105,6 +105,9 @@ func (c *WriterConfig) setDefaults() error {
 	if err := c.Home.validate(); err != nil {
 		return fmt.Errorf("%w: WriterConfig.Home: %w", ErrInvalidConfig, err)
 	}
+	if c.Device.Caps().Atomic == rdma.AtomicNone {
+		return fmt.Errorf("%w: %s device on %s cannot claim sequences", ErrDeviceAtomics, c.Device.Provider(), c.Device.HostID())
+	}
 	if c.Claim == 0 {
 		c.Claim = ClaimCAS
 	}
