@@ -171,3 +171,18 @@ func TestNode_WaitForServer_OpenSucceedsWhenServerComesLater(t *testing.T) {
 	_, err := bus.Open(ctx, cfg2)
 	require.ErrorIs(t, err, bus.ErrConnect)
 }
+
+func TestNode_Close_ConcurrentCallers_AllReturnTheSameResult(t *testing.T) {
+	a := openNode(t, testConfig("a", ""))
+	_, err := a.Subscribe(context.Background(), subSpec("t", "s", &recorder{}))
+	require.NoError(t, err)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { errs <- a.Close() }()
+	}
+	for range 4 {
+		assert.NoError(t, <-errs)
+	}
+	assert.False(t, a.Connected())
+	assert.Zero(t, a.Stats().Subscriptions)
+}

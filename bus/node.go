@@ -48,7 +48,8 @@ type Node struct {
 	homes     map[string]*homeSlot                 // topics whose home is here
 	claims    map[string]*claim                    // topics this node is claiming
 	pending   map[string]bool                      // "topic/id" of Publish calls resolving their home
-	closeErr  error
+	closeOnce sync.Once
+	closeErr  error // set once by close
 }
 
 type peer struct {
@@ -154,15 +155,17 @@ func (n *Node) Peers() []PeerInfo {
 }
 
 // Close withdraws every publication and subscription, says goodbye (peers
-// drop this node at once), stops the micro service, drains the connection
-// and stops the embedded server. Idempotent.
+// drop this node at once), stops the micro service, closes the connection
+// and stops the embedded server. Idempotent; concurrent calls wait for the
+// first.
 func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.close() })
+	return n.closeErr
+}
+
+func (n *Node) close() error {
 	n.mu.Lock()
-	if n.closed {
-		err := n.closeErr
-		n.mu.Unlock()
-		return err
-	}
+	n.closed = true // from now on Publish, Subscribe and connects to us fail
 	var pubs []*Publication
 	var subs []*Subscription
 	for _, m := range n.localPubs {
@@ -183,16 +186,16 @@ func (n *Node) Close() error {
 	for _, s := range subs {
 		errs = append(errs, s.Close())
 	}
-	n.mu.Lock()
-	n.closed = true
-	n.mu.Unlock()
 	n.publish(n.subject("d", kindBye), &wireMsg{Kind: kindBye})
 	n.cancel()
-	errs = append(errs, n.svc.Stop())
+	if err := n.svc.Stop(); err != nil && n.connected.Load() {
+		errs = append(errs, fmt.Errorf("bus: stop micro service: %w", err))
+	}
 	if err := n.nc.FlushTimeout(n.cfg.RequestTimeout); err != nil && n.connected.Load() {
 		errs = append(errs, fmt.Errorf("bus: flush goodbye: %w", err))
 	}
 	n.nc.Close()
+	n.connected.Store(false)
 	n.wg.Wait()
 	n.events.close()
 	if n.srv != nil {
@@ -200,10 +203,7 @@ func (n *Node) Close() error {
 		n.srv.WaitForShutdown()
 	}
 	n.log.Info().Msg("bus: node closed")
-	n.mu.Lock()
-	n.closeErr = errors.Join(errs...)
-	n.mu.Unlock()
-	return n.closeErr
+	return errors.Join(errs...)
 }
 
 // subject joins the prefix and tokens with dots.
