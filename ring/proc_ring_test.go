@@ -24,7 +24,10 @@ func TestProc_ThreePublishersTwoSubscribers_EverySequenceOnceSameOrder(t *testin
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	per := []uint64{total / 3, total / 3, total - 2*(total/3)}
-	sub := subSpec{[]string{"-mode", "reliable", "-slots", "16384", "-end", itoa(total), "-limit", "120s"}}
+	// No publisher dies here: a long gap timeout keeps a publisher that the
+	// loaded machine deschedules between claim and write from being taken
+	// for dead.
+	sub := subSpec{[]string{"-mode", "reliable", "-slots", "16384", "-end", itoa(total), "-limit", "120s", "-gap", "20s"}}
 	pt := startTopic(t, ctx, []subSpec{sub, sub}, []pubSpec{
 		{[]string{"-claim", "faa", "-how", "plain", "-n", itoa(per[0])}},
 		{[]string{"-claim", "faa", "-how", "batch", "-n", itoa(per[1])}},
@@ -156,7 +159,7 @@ func TestProc_ABLines_EachNumberOnceLoserIsTold(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	sub := subSpec{[]string{"-mode", "reliable", "-slots", "16384", "-end", itoa(n), "-exch"}}
+	sub := subSpec{[]string{"-mode", "reliable", "-slots", "16384", "-end", itoa(n), "-exch", "-gap", "20s"}}
 	line := pubSpec{[]string{"-claim", "cas", "-how", "at", "-n", itoa(n)}}
 	pt := startTopic(t, ctx, []subSpec{sub, sub}, []pubSpec{line, line})
 	pt.goAll()

@@ -30,7 +30,10 @@ type RingConfig struct {
 	// later ones are already there before the reader gives up on it (recovers
 	// it from the journal or delivers EventGap). Default 100ms; negative
 	// disables gap detection. In reliable mode keep it below the writers'
-	// Timeout, or they fail while the reader waits for a dead claim.
+	// Timeout, or they fail while the reader waits for a dead claim. Keep it
+	// well above the longest time the host may deschedule a live publisher
+	// between its claim and its write, or that tick is reported as a gap
+	// (and arrives too late to be delivered).
 	GapTimeout time.Duration
 	// MaxBatch bounds the ticks of one OnTicks call. Default 256.
 	MaxBatch int
