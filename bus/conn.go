@@ -96,6 +96,9 @@ func (n *Node) dial() (*nats.Conn, error) {
 
 func (n *Node) onDisconnect(_ *nats.Conn, err error) {
 	n.connected.Store(false)
+	if n.ctx.Err() != nil {
+		return // our own Close
+	}
 	n.log.Warn().Err(err).Msg("bus: NATS disconnected; data plane continues, peer ageing paused")
 }
 
