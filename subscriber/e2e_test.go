@@ -98,3 +98,116 @@ func TestPubSub_InProcess_DeliversEveryTickInOrder(t *testing.T) {
 	assert.Equal(t, uint64(n), got.Received)
 	assert.Zero(t, got.Lost())
 }
+
+// counting is a handler that keeps nothing (no allocation per batch).
+type counting struct{ ticks, events int }
+
+func (c *counting) OnTicks(ts []ring.Tick) { c.ticks += len(ts) }
+func (c *counting) OnEvent(ring.Event)     { c.events++ }
+
+func TestPubSub_PublishAndPoll_AllocateNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, err := bus.Open(ctx, bus.Config{NodeID: "allocs"})
+	require.NoError(t, err)
+	defer node.Close()
+	devs := devices.New(devices.Config{HostID: node.HostID()})
+	defer devs.Close()
+	var h counting
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "allocs", Slots: 1 << 12, StatsInterval: -1}, &h)
+	require.NoError(t, err)
+	defer sub.Close()
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "allocs", Idle: rdma.Yield{}})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+
+	feed, err := publisher.NewFeed(publisher.DefaultFeedConfig())
+	require.NoError(t, err)
+	var tk tick.Tick
+	batch := make([]ring.Tick, 8)
+	for i := range batch {
+		batch[i] = ring.Tick{Type: tick.MessageType, Payload: make([]byte, tick.Size)}
+	}
+	// Warm up: the first polls and publishes may grow internal buffers.
+	for i := 0; i < 100; i++ {
+		feed.Next(&tk, 1)
+		_, err := pub.PublishTick(&tk)
+		require.NoError(t, err)
+		sub.Poll()
+	}
+	var pubErr error
+	allocs := testing.AllocsPerRun(2000, func() {
+		feed.Next(&tk, 1)
+		tk.PubTime = time.Now().UnixNano()
+		if _, err := pub.PublishTick(&tk); err != nil {
+			pubErr = err
+		}
+		for sub.Poll() > 0 {
+		}
+	})
+	require.NoError(t, pubErr)
+	assert.Zero(t, allocs, "Publish + Poll")
+
+	allocs = testing.AllocsPerRun(500, func() {
+		for i := range batch {
+			batch[i].PublishNs = time.Now().UnixNano()
+		}
+		if _, err := pub.PublishBatch(batch); err != nil {
+			pubErr = err
+		}
+		for sub.Poll() > 0 {
+		}
+	})
+	require.NoError(t, pubErr)
+	assert.Zero(t, allocs, "PublishBatch + Poll")
+
+	var got ring.Tick
+	buf := make([]byte, 128)
+	allocs = testing.AllocsPerRun(1000, func() {
+		if _, err := pub.Publish(tick.MessageType, batch[0].Payload, time.Now().UnixNano()); err != nil {
+			pubErr = err
+		}
+		if ok, _, err := sub.ReadInto(&got, buf); !ok || err != nil {
+			pubErr = err
+		}
+	})
+	require.NoError(t, pubErr)
+	assert.Zero(t, allocs, "Publish + ReadInto")
+	assert.Zero(t, h.events)
+	c := sub.Counters()
+	assert.Zero(t, c.Lost())
+	assert.Equal(t, uint64(h.ticks)+1000+1, c.Received, "ReadInto's ticks are counted too") // +1: AllocsPerRun's warm-up call
+}
+
+func TestSubscriber_Close_IsIdempotentAndCountersSurviveIt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, err := bus.Open(ctx, bus.Config{NodeID: "closer"})
+	require.NoError(t, err)
+	defer node.Close()
+	devs := devices.New(devices.Config{HostID: node.HostID()})
+	defer devs.Close()
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "closing", StatsInterval: 20 * time.Millisecond, DrainQuiet: 10 * time.Millisecond}, nil)
+	require.NoError(t, err)
+	require.NoError(t, sub.Close())
+	require.NoError(t, sub.Close())
+	assert.Zero(t, sub.Counters().Received)
+	assert.ErrorIs(t, sub.Run(ctx), subscriber.ErrClosed)
+}
+
+func TestSubscriber_New_RejectsBadConfig(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, err := bus.Open(ctx, bus.Config{NodeID: "bad"})
+	require.NoError(t, err)
+	defer node.Close()
+	devs := devices.New(devices.Config{HostID: node.HostID()})
+	defer devs.Close()
+	for _, c := range []subscriber.Config{{}, {Topic: "x", Provider: "udp"}, {Topic: "x", StatsInterval: time.Millisecond}, {Topic: "x", Slots: 3}} {
+		_, err := subscriber.New(ctx, node, devs, c, nil)
+		assert.Error(t, err, "%+v", c)
+	}
+	_, err = publisher.New(ctx, node, devs, publisher.Config{Topic: "x", SlotSize: 64})
+	assert.ErrorIs(t, err, publisher.ErrInvalidConfig)
+}
