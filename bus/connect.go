@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/micro"
 )
@@ -85,8 +86,10 @@ func (n *Node) onConnect(req micro.Request) {
 		}
 		if err != nil {
 			n.counters.connectsRefused.Add(1)
-			n.log.Warn().Str("from", cr.From.ID).Str("topic", cr.Topic).Str("target", string(cr.Kind)).
-				Str("id", cr.ID).Err(err).Msg("bus: connect refused")
+			if ok, held := n.limiter.allow("refused/"+string(cr.Kind), time.Now()); ok {
+				n.log.Warn().Str("from", cr.From.ID).Str("topic", cr.Topic).Str("target", string(cr.Kind)).
+					Str("id", cr.ID).Int("suppressed", held).Err(err).Msg("bus: connect refused")
+			}
 			n.respond(req, &wireMsg{Kind: kindError, Code: codeRefused, Err: err.Error()})
 			return
 		}

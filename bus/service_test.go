@@ -72,4 +72,15 @@ func TestService_PingInfoStats_ListEveryNode(t *testing.T) {
 	require.NoError(t, json.Unmarshal(st.Endpoints[0].Data, &ns))
 	assert.Equal(t, st.Metadata["node"], ns.Node)
 	assert.Positive(t, ns.HeartbeatsSent)
+
+	// the info endpoint: the node's own view
+	m, err := nc.Request("tickbus.info.b", nil, eventually)
+	require.NoError(t, err)
+	var bs bus.Stats
+	require.NoError(t, json.Unmarshal(m.Data, &bs))
+	assert.Equal(t, "b", bs.Node)
+	assert.Equal(t, "host-b", bs.Host)
+	assert.True(t, bs.Connected)
+	require.Eventually(t, func() bool { return len(a.Stats().Peers) == 2 }, eventually, tick)
+	assert.Equal(t, []string{"b", "c"}, a.Stats().Peers)
 }
