@@ -295,3 +295,28 @@ func (n *Node) reply(m *nats.Msg, w *wireMsg) {
 	}
 	n.publish(m.Reply, w)
 }
+
+// FindHome returns the topic's home without ever claiming it: for
+// subscribers that read the journal, and for tools. ErrNoHome if no node is
+// the home.
+func (n *Node) FindHome(ctx context.Context, topic string) (HomeInfo, error) {
+	if err := checkToken("topic", topic); err != nil {
+		return HomeInfo{}, err
+	}
+	n.mu.Lock()
+	if err := n.checkOpen(); err != nil {
+		n.mu.Unlock()
+		return HomeInfo{}, err
+	}
+	if s := n.homes[topic]; s != nil && s.sub != nil {
+		desc := s.desc
+		n.mu.Unlock()
+		return HomeInfo{Topic: topic, Node: n.self, Descriptor: desc, Local: true}, nil
+	}
+	n.mu.Unlock()
+	h, err := n.queryHome(ctx, topic)
+	if errors.Is(err, ErrNoPeer) {
+		return HomeInfo{}, fmt.Errorf("%w: topic %q: %w", ErrNoHome, topic, err)
+	}
+	return h, err
+}

@@ -161,3 +161,25 @@ func TestHome_HomeNodeCloses_OtherPublishersToldOnce(t *testing.T) {
 	time.Sleep(3 * hbInterval)
 	assert.Equal(t, 1, rec.count("homelost h"))
 }
+
+func TestHome_FindHome_LocalRemoteAndNone(t *testing.T) {
+	ctx := context.Background()
+	a := openNode(t, testConfig("a", ""))
+	b := openNode(t, testConfig("b", a.ClientURL()))
+	_, err := b.FindHome(ctx, "t")
+	require.ErrorIs(t, err, bus.ErrNoHome)
+	assert.Empty(t, b.Stats().Homes, "looking never claims")
+
+	_, err = a.Publish(ctx, pubSpec("t", &recorder{}))
+	require.NoError(t, err)
+	h, err := b.FindHome(ctx, "t")
+	require.NoError(t, err)
+	assert.Equal(t, "a", h.Node.ID)
+	assert.False(t, h.Local)
+	assert.Equal(t, []byte("home-of-t"), h.Descriptor)
+	h, err = a.FindHome(ctx, "t")
+	require.NoError(t, err)
+	assert.True(t, h.Local)
+	_, err = a.FindHome(ctx, "a.b")
+	require.ErrorIs(t, err, bus.ErrInvalidConfig)
+}
