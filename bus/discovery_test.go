@@ -50,6 +50,17 @@ func TestPublication_FindsSubscribers_JoinedBeforeAndAfter(t *testing.T) {
 	assert.Equal(t, []byte("ring-early"), subs[0].Ring)
 	assert.Equal(t, "host-b", subs[0].Node.HostID)
 
+	// every node's directory has the topic, its publisher and both subscribers
+	require.Eventually(t, func() bool {
+		ts := c.Topics()
+		return len(ts) == 1 && len(ts[0].Subscribers) == 2 && len(ts[0].Publishers) == 1
+	}, eventually, tick)
+	ts := c.Topics()
+	assert.Equal(t, "T", ts[0].Topic)
+	assert.Equal(t, "b/early", ts[0].Subscribers[0].Key())
+	assert.Equal(t, "c/late", ts[0].Subscribers[1].Key())
+	assert.Equal(t, "a/a", ts[0].Publishers[0].Key())
+
 	// queue-pair exchange with the late subscriber
 	rep, err := a.Connect(ctx, "c", bus.ConnectRequest{Topic: "T", Kind: bus.TargetSubscriber, ID: "late",
 		Endpoint: sampleEndpoint(rdma.ProviderTCP, "host-a", 9)})
