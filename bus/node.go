@@ -80,8 +80,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		pending:   map[string]bool{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.events = newEventQueue() // before the first discovery message can drop a peer
 	fail := func(err error) (*Node, error) {
 		n.cancel()
+		n.events.close()
 		if n.nc != nil {
 			n.nc.Close()
 		}
@@ -109,7 +111,6 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.flush(ctx); err != nil {
 		return fail(fmt.Errorf("%w: flush: %v", ErrConnect, err))
 	}
-	n.events = newEventQueue()
 	n.wg.Add(1)
 	go n.heartbeatLoop()
 	n.heartbeat()
