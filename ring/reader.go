@@ -59,6 +59,10 @@ type Reader struct {
 	closed     atomic.Bool
 	stats      readerStats
 	recovering bool
+	// pend is an event not yet handed out: adjacent events of one kind
+	// within a poll merge into one (a reader lapped repeatedly while it
+	// catches up reports one overrun range, not one event per sequence).
+	pend Event
 }
 
 // readerStats: the polling goroutine Adds (uncontended, once per batch or
@@ -257,6 +261,7 @@ func (r *Reader) poll(h Handler, limit int) int {
 	}
 	work += n
 	r.flush(h, n)
+	r.flushEvent(h)
 	if r.next != r.head.Load() { // the reader is head's only writer
 		r.progress()
 	}
@@ -272,6 +277,7 @@ func (r *Reader) poll(h Handler, limit int) int {
 // flush hands the pending run of n ticks to h and returns 0.
 func (r *Reader) flush(h Handler, n int) int {
 	if n > 0 {
+		r.flushEvent(h)
 		r.stats.delivered.Add(uint64(n))
 		h.OnTicks(r.batch[:n])
 	}
@@ -290,7 +296,21 @@ func (r *Reader) emit(h Handler, ev Event) {
 	case EventSkip:
 		r.stats.skip.Add(c)
 	}
-	h.OnEvent(ev)
+	if r.pend.Kind == ev.Kind && r.pend.To+1 == ev.From {
+		r.pend.To = ev.To
+		return
+	}
+	r.flushEvent(h)
+	r.pend = ev
+}
+
+// flushEvent hands out the pending event, if any.
+func (r *Reader) flushEvent(h Handler) {
+	if r.pend.Kind != 0 {
+		ev := r.pend
+		r.pend = Event{}
+		h.OnEvent(ev)
+	}
 }
 
 // lost accounts for sequences from..to that the ring no longer (or never)
@@ -325,6 +345,7 @@ func (r *Reader) lost(h Handler, kind EventKind, from, to, newest uint64) int {
 		}
 		r.stats.recovered.Add(1)
 		r.stats.delivered.Add(1)
+		r.flushEvent(h)
 		h.OnTicks(r.batch[:1])
 		calls++
 		pending = s + 1
@@ -459,6 +480,7 @@ func (r *Reader) idleCheck(h Handler) int {
 	}
 	from := r.next
 	calls := r.lost(h, EventGap, from, end-1, r.gapLimit)
+	r.flushEvent(h)
 	r.next = end
 	r.progress()
 	return calls

@@ -136,3 +136,22 @@ func FuzzReader_Poll(f *testing.F) {
 		}
 	})
 }
+
+// A reader lapped again and again while it catches up reports one overrun
+// range, not one event per sequence.
+func TestReader_Poll_CoalescesRepeatedOverruns(t *testing.T) {
+	mem := make([]byte, regionSize(8, 64))
+	for s := uint64(17); s <= 24; s++ { // the writer is two laps ahead
+		copy(mem[offSlots+int(s&7)*64:], encodeSlot(64, s, 0, 0, []byte{byte(s)}))
+	}
+	cfg := RingConfig{Slots: 8, SlotSize: 64, Mode: Lossy, Start: 1, GapTimeout: -1, MaxBatch: 64}
+	r := newReader(mem, &cfg)
+	var c collector
+	for i := 0; i < 4; i++ {
+		r.Poll(&c)
+	}
+	require.Equal(t, []Event{{Kind: EventOverrun, From: 1, To: 16}}, c.events)
+	require.Len(t, c.ticks, 8)
+	assert.Equal(t, uint64(17), c.ticks[0].Seq)
+	assert.Equal(t, uint64(25), r.Next())
+}
