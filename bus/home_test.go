@@ -14,10 +14,15 @@ import (
 )
 
 func TestHome_ConcurrentFirstPublishers_ElectExactlyOneHome(t *testing.T) {
-	a := openNode(t, testConfig("n0", ""))
+	cfg := func(id, url string) bus.Config {
+		c := testConfig(id, url)
+		c.ClaimWindow = 500 * time.Millisecond // claims must cross NATS within it, even on a loaded CI host
+		return c
+	}
+	a := openNode(t, cfg("n0", ""))
 	nodes := []*bus.Node{a}
 	for i := 1; i < 4; i++ {
-		nodes = append(nodes, openNode(t, testConfig(fmt.Sprintf("n%d", i), a.ClientURL())))
+		nodes = append(nodes, openNode(t, cfg(fmt.Sprintf("n%d", i), a.ClientURL())))
 	}
 	for _, n := range nodes {
 		n := n
