@@ -42,6 +42,7 @@ type Reader struct {
 	gapFrom    uint64
 	gapLimit   uint64
 	gapSince   int64
+	lastScan   int64
 
 	// ReadInto's handler, preallocated.
 	into intoHandler
@@ -449,6 +450,12 @@ func (r *Reader) idleCheck(h Handler) int {
 	}
 	now := monoNs()
 	if r.gapSince == 0 || r.gapFrom != r.next {
+		// Scan at most 8 times per gap timeout: an idle reader must stay
+		// quick to see the next tick, not busy reading stamps.
+		if now-r.lastScan < r.gapTimeout/8 {
+			return 0
+		}
+		r.lastScan = now
 		limit := r.firstPresent(r.next + 1)
 		if limit == 0 && r.journal != nil {
 			// Nothing later in the ring: ask the home whether next was
