@@ -159,13 +159,16 @@ func (r *Reader) Poll(h Handler) int {
 // ReadInto copies the next tick into t and its payload into buf (t.Payload
 // = buf[:len]). It returns ok for a tick; an Event (Kind != 0) when the next
 // thing is an event; neither when nothing is ready. ErrShortBuffer leaves the
-// tick unread; ErrClosed after Close.
+// tick unread; ErrClosed after Close. ReadInto does not recover from the
+// journal (Poll does): what is missing comes out as events.
 func (r *Reader) ReadInto(t *Tick, buf []byte) (ok bool, ev Event, err error) {
 	if r.closed.Load() {
 		return false, Event{}, ErrClosed
 	}
 	r.into = intoHandler{r: r, t: t, buf: buf}
+	r.recovering = true // one item per call: no journal recovery, which may yield several
 	r.poll(&r.into, 1)
+	r.recovering = false
 	ok, ev, err = r.into.ok, r.into.ev, r.into.err
 	r.into = intoHandler{}
 	return ok, ev, err
