@@ -268,7 +268,7 @@ func (d *Device) bindAccepted(c *ctlConn, h frame) (*QP, uint8) {
 		return nil, refuseUnknownQP
 	}
 	q := qps[h.dstQPN]
-	if !q.bindAccepted(c) {
+	if !q.bindAccepted(c, h) {
 		return nil, refuseState
 	}
 	in := q.in

@@ -430,3 +430,19 @@ func TestRegisterMemory_SizeSealed(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotZero(t, seals&unix.F_SEAL_SHRINK)
 }
+
+// Reliable-connected means one peer: a QP reached by x refuses to Connect
+// to z, and a QP that named w refuses x's connection.
+func TestConnect_OnePeerOnly(t *testing.T) {
+	d := openTestDevice(t, Config{})
+	x, y, z := newTestQP(t, d, nil), newTestQP(t, d, nil), newTestQP(t, d, nil)
+	require.NoError(t, x.Connect(ctx5(t), y.LocalEndpoint()))
+	assert.ErrorIs(t, y.Connect(ctx5(t), z.LocalEndpoint()), rdma.ErrPeerRefused, "y is reached by x")
+	assert.Equal(t, rdma.QPError, y.State())
+
+	v, w, u := newTestQP(t, d, nil), newTestQP(t, d, nil), newTestQP(t, d, nil)
+	require.NoError(t, v.Connect(ctx5(t), w.LocalEndpoint()))
+	assert.ErrorIs(t, u.Connect(ctx5(t), v.LocalEndpoint()), rdma.ErrPeerRefused, "v named w, not u")
+	assert.Equal(t, rdma.QPReadyToSend, v.State(), "v is unaffected")
+	require.NoError(t, w.Connect(ctx5(t), v.LocalEndpoint()), "w, v's named peer, gets in")
+}

@@ -74,9 +74,14 @@ type QP struct {
 	recvPosted atomic.Uint64
 	recvDone   atomic.Uint64
 
-	ctlMu    sync.Mutex // dial, accepted, remote/out swaps
+	ctlMu    sync.Mutex // dial, accepted, peer names, remote/out swaps
 	dial     *ctlConn   // our connection to the peer's device
 	accepted *ctlConn   // the peer's connection to our device
+	// The peer Connect named, and the peer that connected to us (from its
+	// hello): they must be the same QP.
+	peerQPN, accQPN     uint32
+	peerNonce, accNonce uint64
+	havePeer            bool
 	readerWG sync.WaitGroup
 
 	closeOnce sync.Once
@@ -200,7 +205,11 @@ func (q *QP) Connect(ctx context.Context, remote rdma.Endpoint) error {
 		}
 		return fmt.Errorf("%w: Connect in %s", rdma.ErrQPState, q.State())
 	}
-	if err := q.connect(ctx, remote); err != nil {
+	err := q.namePeer(remote)
+	if err == nil {
+		err = q.connect(ctx, remote)
+	}
+	if err != nil {
 		q.toError()
 		q.dev.log.Warn().Err(err).Uint32("qpn", q.num).Stringer("peer", remote).Msg("shm: connect failed")
 		return err
@@ -330,7 +339,7 @@ func refuseText(r uint8) string {
 	case refuseUnknownQP:
 		return "no such queue pair"
 	case refuseState:
-		return "queue pair closed, in error or already connected"
+		return "queue pair closed, in error, or connected to another peer"
 	}
 	return "unknown"
 }
@@ -373,18 +382,34 @@ func (q *QP) follow(c *ctlConn) {
 
 // bindAccepted attaches the peer's connection to this QP if the QP takes
 // one (under dev.mu).
-func (q *QP) bindAccepted(c *ctlConn) bool {
+// A QP is reliable-connected to one peer QP: once Connect named it, only
+// it may connect to us, and once a peer connected to us, Connect may only
+// name that peer.
+func (q *QP) bindAccepted(c *ctlConn, h frame) bool {
 	q.ctlMu.Lock()
 	defer q.ctlMu.Unlock()
 	switch q.State() {
 	case rdma.QPError, rdma.QPClosed:
 		return false
 	}
-	if q.accepted != nil {
+	if q.accepted != nil || (q.havePeer && (h.srcQPN != q.peerQPN || h.srcNonce != q.peerNonce)) {
 		return false
 	}
 	q.accepted = c
+	q.accQPN, q.accNonce = h.srcQPN, h.srcNonce
 	return true
+}
+
+// namePeer records the peer Connect was given, or refuses it if another
+// peer already connected to us.
+func (q *QP) namePeer(remote rdma.Endpoint) error {
+	q.ctlMu.Lock()
+	defer q.ctlMu.Unlock()
+	if q.accepted != nil && (q.accQPN != remote.QPN || q.accNonce != remote.Nonce) {
+		return fmt.Errorf("%w: shm QP %d is already reached by QP %d, not %s", rdma.ErrPeerRefused, q.num, q.accQPN, remote)
+	}
+	q.peerQPN, q.peerNonce, q.havePeer = remote.QPN, remote.Nonce, true
+	return nil
 }
 
 // peerGone handles the end of one of this QP's connections: the peer closed

@@ -80,7 +80,7 @@ func (t frameType) String() string {
 // Refuse reasons.
 const (
 	refuseUnknownQP uint8 = 1 // no such QPN, or another incarnation (nonce)
-	refuseState     uint8 = 2 // the QP is closed, in error, or already taken
+	refuseState     uint8 = 2 // the QP is closed, in error, or taken by another peer
 )
 
 // frame is a decoded control frame. Only the fields of its type are set.
