@@ -82,7 +82,7 @@ type QP struct {
 	peerQPN, accQPN     uint32
 	peerNonce, accNonce uint64
 	havePeer            bool
-	readerWG sync.WaitGroup
+	readerWG            sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
