@@ -106,12 +106,16 @@ func start(t *testing.T, ctx context.Context, name, bin string, env []string, ar
 			p.mu.Unlock()
 		}
 	}()
-	go func() {
+	go func() { // line by line, so a test can watch the log of a running process
 		defer wg.Done()
-		b, _ := io.ReadAll(errp)
-		p.mu.Lock()
-		p.stderr.Write(b)
-		p.mu.Unlock()
+		sc := bufio.NewScanner(errp)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.stderr.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, errp)
 	}()
 	go func() {
 		wg.Wait()
