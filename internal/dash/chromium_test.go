@@ -29,6 +29,7 @@ type pageReport struct {
 		Key        string         `json:"key"`
 		Subscriber string         `json:"subscriber"`
 		Intervals  uint64         `json:"intervals"`
+		LastEnd    int64          `json:"last_end"`
 		Drawn      map[string]int `json:"drawn"`
 		Dist       map[string]int `json:"dist"`
 		Shown      map[string]struct {

@@ -255,9 +255,11 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(st)
 }
 
-// handleEvents streams server-sent events: "series" with one series' last
-// point and summaries as each message lands, and a comment every 15 s to
-// keep proxies from closing the stream.
+// handleEvents streams server-sent events: "series" with one series'
+// summaries and the points this client has not been sent yet, as messages
+// land (several messages between two sends go out as one event, nothing is
+// skipped), and a comment every 15 s to keep proxies from closing the
+// stream.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -273,6 +275,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	fl.Flush()
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
+	sent := map[string]int64{} // key → time of the last point sent
 	for {
 		select {
 		case <-r.Context().Done():
@@ -286,9 +289,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			fl.Flush()
 		case <-c.signal:
 			for _, key := range c.take() {
-				v, ok := s.store.view(key)
+				v, ok := s.store.viewSince(key, sent[key])
 				if !ok {
 					continue
+				}
+				if n := len(v.Points); n > 0 {
+					sent[key] = v.Points[n-1].T
 				}
 				b, err := json.Marshal(v)
 				if err != nil {

@@ -312,3 +312,44 @@ func TestStart_RejectsBadConfig(t *testing.T) {
 	assert.Contains(t, err.Error(), "connect to NATS")
 	assert.False(t, errors.Is(err, ErrConfig))
 }
+
+// Messages that land faster than a client reads are coalesced into fewer
+// events, but every interval's point reaches the client.
+func TestServer_Events_CoalesceWithoutLosingPoints(t *testing.T) {
+	ns := startNATS(t)
+	s := startDash(t, Config{NATS: NATSConfig{URL: ns.ClientURL()}})
+	nc := connect(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"events", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	time.Sleep(100 * time.Millisecond)
+
+	f := newFeed("t", "s", 41, 1000)
+	const n = 30
+	for range n {
+		f.interval(t, nc, 10, 0, 0)
+	}
+	seen := map[int64]bool{}
+	events := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for len(seen) < n && sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "data: ") {
+			continue
+		}
+		var v SeriesView
+		require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v))
+		events++
+		for _, p := range v.Points {
+			assert.False(t, seen[p.T], "point %d sent twice", p.T)
+			seen[p.T] = true
+		}
+	}
+	assert.Len(t, seen, n, "every interval's point arrived")
+	t.Logf("%d intervals arrived in %d events", n, events)
+}

@@ -277,8 +277,8 @@ func (s *store) views(withPoints bool) []SeriesView {
 	return out
 }
 
-// view returns one series with its last point only.
-func (s *store) view(key string) (SeriesView, bool) {
+// viewSince returns one series with the points after since (Unix ms).
+func (s *store) viewSince(key string, since int64) (SeriesView, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	se := s.series[key]
@@ -286,9 +286,9 @@ func (s *store) view(key string) (SeriesView, bool) {
 		return SeriesView{}, false
 	}
 	v := se.copyView(false)
-	if n := len(se.view.Points); n > 0 {
-		v.Points = []Point{se.view.Points[n-1]}
-	}
+	pts := se.view.Points
+	i := sort.Search(len(pts), func(i int) bool { return pts[i].T > since })
+	v.Points = append([]Point(nil), pts[i:]...)
 	return v, true
 }
 

@@ -28,20 +28,19 @@ function nines(q) { // percentile → label on the nines axis
 }
 
 // ---------- data ----------
-function upsert(v, withPoints) {
+// upsert merges a series from /api/state or an event: points are merged by
+// time (events and the state may cross in flight), and the summary is taken
+// from whichever is newer.
+function upsert(v) {
   let s = state.series.get(v.key);
-  if (!s) { s = { points: [] }; state.series.set(v.key, s); }
-  const pts = s.points;
-  Object.assign(s, v);
-  if (withPoints) {
-    s.points = v.points || [];
-  } else {
-    s.points = pts;
-    for (const p of v.points || []) {
-      if (!pts.length || p.t > pts[pts.length - 1].t) pts.push(p);
-    }
-  }
-  const cut = s.points.length ? s.points[s.points.length - 1].t - state.history : 0;
+  if (!s) { s = { points: [], last_end: -1 }; state.series.set(v.key, s); }
+  const byT = new Map();
+  for (const p of s.points) byT.set(p.t, p);
+  for (const p of v.points || []) byT.set(p.t, p);
+  const pts = [...byT.values()].sort((a, b) => a.t - b.t);
+  if (v.last_end >= s.last_end) Object.assign(s, v);
+  s.points = pts;
+  const cut = pts.length ? pts[pts.length - 1].t - state.history : 0;
   while (s.points.length && s.points[0].t < cut) s.points.shift();
 }
 
@@ -53,18 +52,32 @@ async function loadState() {
   state.subject = st.subject;
   state.serverNow = st.now;
   state.clientAtLoad = Date.now();
-  for (const v of st.series || []) upsert(v, true);
+  for (const v of st.series || []) upsert(v);
   state.loaded = true;
   queueRender();
+}
+
+// loadState until it succeeds: the dashboard may be restarting.
+function loadStateRetrying() {
+  loadState().catch((err) => {
+    console.error(err);
+    setTimeout(loadStateRetrying, 1000);
+  });
 }
 
 function connect() {
   if (!window.EventSource) return;
   const es = new EventSource("events");
-  es.onopen = () => { state.live = true; queueRender(); };
-  es.onerror = () => { state.live = false; queueRender(); };
+  let broken = false;
+  es.onopen = () => {
+    state.live = true;
+    if (broken) loadStateRetrying(); // catch up on what the outage missed
+    broken = false;
+    queueRender();
+  };
+  es.onerror = () => { state.live = false; broken = true; queueRender(); };
   es.addEventListener("series", (e) => {
-    try { upsert(JSON.parse(e.data), false); } catch (err) { console.error("bad event", err); return; }
+    try { upsert(JSON.parse(e.data)); } catch (err) { console.error("bad event", err); return; }
     state.live = true;
     queueRender();
   });
@@ -284,7 +297,7 @@ function render() {
     for (const pl of dc.querySelectorAll("polyline")) dist[pl.dataset.line] = Number(pl.dataset.n);
     const shown = {};
     for (const td of tr.querySelectorAll("td[data-ns]")) shown[td.className] = { ns: Number(td.dataset.ns), text: td.textContent };
-    report.series.push({ key: s.key, topic: s.topic, subscriber: s.subscriber, intervals: s.intervals, drawn, dist, shown });
+    report.series.push({ key: s.key, topic: s.topic, subscriber: s.subscriber, intervals: s.intervals, last_end: s.last_end, drawn, dist, shown });
   }
   document.getElementById("tb-state").textContent = JSON.stringify(report);
 }
@@ -296,4 +309,5 @@ document.getElementById("subscriber").onchange = (e) => {
 };
 window.addEventListener("hashchange", queueRender);
 setInterval(queueRender, 1000); // ages move on even without messages
-loadState().catch((err) => { console.error(err); }).finally(connect);
+loadStateRetrying();
+connect();
