@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -106,4 +107,49 @@ func TestPublication_SecondPublisher_FindsHomeAndConnects(t *testing.T) {
 	require.ErrorIs(t, err, bus.ErrUnknownTarget)
 	time.Sleep(3 * hbInterval)
 	assert.Equal(t, 1, rb.count("homelost a"))
+}
+
+func TestSubscription_PublishersView_ValidatorAndGone(t *testing.T) {
+	ctx := context.Background()
+	a := openNode(t, testConfig("a", ""))
+	b := openNode(t, testConfig("b", a.ClientURL()))
+	c := openNode(t, testConfig("c", a.ClientURL()))
+	var rec recorder
+	ss := subSpec("t", "s", &rec)
+	ss.ValidatePublisher = func(p bus.PublisherInfo) error {
+		if len(p.Data) != 4 {
+			return errors.New("want a 4-byte publisher id")
+		}
+		return nil
+	}
+	sub, err := a.Subscribe(ctx, ss)
+	require.NoError(t, err)
+	assert.Equal(t, "t", sub.Topic())
+	assert.Equal(t, "s", sub.ID())
+
+	good := pubSpec("t", &recorder{})
+	good.Data = []byte{1, 0, 0, 0}
+	pb, err := b.Publish(ctx, good)
+	require.NoError(t, err)
+	assert.Equal(t, "t", pb.Topic())
+	assert.Equal(t, "b", pb.ID())
+	bad := pubSpec("t", &recorder{})
+	bad.Data = []byte("nope!")
+	_, err = c.Publish(ctx, bad)
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return a.Stats().Ignored["pub"] >= 1 }, eventually, tick)
+	require.Eventually(t, func() bool { return len(sub.Publishers()) == 1 }, eventually, tick)
+	assert.Equal(t, "b/b", sub.Publishers()[0].Key())
+	assert.Equal(t, []byte{1, 0, 0, 0}, sub.Publishers()[0].Data)
+	assert.Zero(t, rec.count("pub+c/c"))
+
+	require.NoError(t, pb.Close())
+	require.NoError(t, pb.Close())
+	require.Eventually(t, func() bool { return rec.count("pub-b/b") == 1 }, eventually, tick)
+	assert.Empty(t, sub.Publishers())
+	require.NoError(t, c.Close())
+	require.Eventually(t, func() bool { return len(a.Peers()) == 1 }, eventually, tick) // c's goodbye is handled
+	time.Sleep(3 * hbInterval)                                                          // and any callback it caused has run
+	assert.Zero(t, rec.count("pub-c/c"), "a rejected publisher is never reported, not even gone")
 }
