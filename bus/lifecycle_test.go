@@ -63,15 +63,21 @@ func TestNode_ServerRestart_ReconnectsReannouncesAndFindsNewNode(t *testing.T) {
 	}
 	a := openNode(t, fast("a"))
 	b := openNode(t, fast("b"))
-	var rec recorder
+	var rec, aRec recorder
 	_, err := b.Subscribe(ctx, subSpec("r", "s", &rec))
 	require.NoError(t, err)
+	aPub, err := a.Publish(ctx, pubSpec("r", &aRec))
+	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(a.Peers()) == 1 && len(b.Peers()) == 1 }, eventually, tick)
+	require.Eventually(t, func() bool { return len(aPub.Subscribers()) == 1 }, eventually, tick)
 
 	srv.kill()
 	require.Eventually(t, func() bool { return !a.Connected() && !b.Connected() }, eventually, tick)
 	time.Sleep(2 * hbTimeout) // longer than the heartbeat timeout: ageing must pause while NATS is away
 	assert.Equal(t, []string{"b"}, peerIDs(a), "a peer must not age out while NATS is down")
+	assert.Len(t, aPub.Subscribers(), 1, "the data plane keeps its subscribers while NATS is away")
+	assert.Zero(t, aRec.count("sub-b/s"))
+	assert.NoError(t, aPub.HomeErr())
 
 	startNatsd(t, port)
 	require.Eventually(t, func() bool { return a.Connected() && b.Connected() }, eventually, tick)
@@ -81,10 +87,12 @@ func TestNode_ServerRestart_ReconnectsReannouncesAndFindsNewNode(t *testing.T) {
 	var pubRec recorder
 	pub, err := c.Publish(ctx, pubSpec("r", &pubRec))
 	require.NoError(t, err)
+	assert.Equal(t, "a", pub.Home().Node.ID, "a is still the topic's home after the restart")
 	require.Eventually(t, func() bool { return len(a.Peers()) == 2 && len(b.Peers()) == 2 }, eventually, tick,
 		"a sees %v, b sees %v", peerIDs(a), peerIDs(b))
 	require.Eventually(t, func() bool { return len(pub.Subscribers()) == 1 }, eventually, tick)
 	require.Eventually(t, func() bool { return rec.count("pub+c/c") == 1 }, eventually, tick)
+	assert.Zero(t, aRec.count("sub-b/s"), "nobody was dropped across the restart")
 }
 
 func TestNode_ServerDown_PublishClaimsNoHome_CloseReturnsPromptly(t *testing.T) {
