@@ -45,9 +45,10 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer) error {
 			return err
 		}
 		log.Info().Str("case", name).Msg("bench case")
-		fmt.Fprintf(stdout, "running %s ...\n", name)
+		t0 := time.Now()
 		c := newCase(name)
 		r, err := runCase(ctx, cfg, name, c)
+		fmt.Fprintf(stdout, "ran %s in %v\n", name, time.Since(t0).Round(time.Millisecond))
 		results = append(results, r)
 		if err != nil {
 			log.Warn().Err(err).Str("case", name).Msg("bench case failed")

@@ -43,6 +43,9 @@ var jsonKeys = []string{"case", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "p9999_
 
 func TestRun_Quick_WritesTableJSONAndHistogramLogs(t *testing.T) {
 	cfg := smallest(t)
+	if testing.Short() {
+		cfg.Scaling = false // 7 more topologies of up to 9 processes; the full run covers them
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var out bytes.Buffer
@@ -87,24 +90,35 @@ func TestRun_Quick_WritesTableJSONAndHistogramLogs(t *testing.T) {
 		}
 	}
 	assert.Contains(t, out.String(), "ratio to tickbus-shm")
+	if cfg.Scaling {
+		for _, name := range []string{"scaling.json", "scaling.svg"} {
+			_, err := os.Stat(filepath.Join(cfg.Out, name))
+			assert.NoError(t, err, name)
+		}
+	}
 }
 
 func TestRun_PingPong_MeasuresRoundTrips(t *testing.T) {
 	cfg := smallest(t)
 	cfg.PingPong = true
 	cfg.Scaling = false
-	cfg.Cases = []string{CaseNATS, CaseChan, CaseFloor}
+	cfg.Cases = []string{CaseTickbusShm, CaseNATS, CaseChan, CaseFloor}
+	if testing.Short() {
+		cfg.Cases = []string{CaseTickbusShm, CaseFloor}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var out bytes.Buffer
 	require.NoError(t, Run(ctx, cfg, &out), out.String())
+	t.Log("\n" + out.String())
 	raw, err := os.ReadFile(cfg.JSON)
 	require.NoError(t, err)
 	var cases []Result
 	require.NoError(t, json.Unmarshal(raw, &cases))
-	require.Len(t, cases, 3)
+	require.Len(t, cases, len(cfg.Cases))
 	for _, c := range cases {
 		assert.Equal(t, "round-trip", c.Mode, c.Case)
+		assert.Empty(t, c.Note, c.Case)
 		if assert.NotNil(t, c.P50, c.Case) {
 			assert.Positive(t, *c.P50, c.Case)
 		}
@@ -136,4 +150,27 @@ func TestRun_UnavailableCase_IsARowThatSaysWhy(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, Run(context.Background(), cfg, &out))
 	assert.Contains(t, out.String(), "tickbus-tcp: unavailable")
+}
+
+func TestRun_TickbusShm_LossyFAA_ScalesWithoutLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("eleven process topologies; the quick run covers the reliable CAS path")
+	}
+	cfg := smallest(t)
+	cfg.Cases = []string{CaseTickbusShm}
+	cfg.RingMode = "lossy"
+	cfg.Claim = "faa"
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	require.NoError(t, Run(ctx, cfg, &out), out.String())
+	raw, err := os.ReadFile(filepath.Join(cfg.Out, "scaling.json"))
+	require.NoError(t, err)
+	var pts []ScalePoint
+	require.NoError(t, json.Unmarshal(raw, &pts))
+	require.Len(t, pts, len(fanOutPoints)+len(contentionPoints))
+	for _, p := range pts {
+		assert.Empty(t, p.Err, "%s %d", p.Kind, p.N)
+		assert.Positive(t, p.Delivered, "%s %d", p.Kind, p.N)
+	}
 }
