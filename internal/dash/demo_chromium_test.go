@@ -130,7 +130,7 @@ func TestChromium_Demo_ShowsRealSubscribers(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(text), &r))
 		ok := r.Ready && r.Live && len(r.Series) == 2
 		for _, s := range r.Series {
-			ok = ok && s.Intervals >= 3 && s.Shown["p50"].NS > 0
+			ok = ok && s.Drawn["p99"] >= 3 && s.Shown["p50"].NS > 0
 		}
 		if ok {
 			break

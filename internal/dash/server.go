@@ -160,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	reg.MustRegister(collector{s.store})
 	mux := http.NewServeMux()
 	assets, _ := fs.Sub(webFS, "web")
-	mux.Handle("GET /", http.FileServerFS(assets))
+	mux.Handle("GET /", selfOnly(http.FileServerFS(assets)))
 	mux.HandleFunc("GET /api/state", s.handleState)
 	mux.HandleFunc("GET /events", s.handleEvents)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil}))
@@ -170,6 +170,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	c.Logger.Info().Str("url", s.url).Str("subject", subject).Str("nats", s.nc.ConnectedUrlRedacted()).
 		Str("hlog", c.HlogDir).Msg("dashboard serving")
 	return s, nil
+}
+
+// selfOnly tells the browser that the page loads nothing from anywhere but
+// this server.
+func selfOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Serve runs the dashboard until ctx is done, then closes it.

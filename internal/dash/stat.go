@@ -111,13 +111,24 @@ func printStat(w io.Writer, st *store, subject, url string, now time.Time, clear
 	fmt.Fprintln(tw, "TOPIC\tSUBSCRIBER\tHOST\tPROVIDER\tRATE/s\tRECEIVED\tGAPS\tOVERRUNS\tP50\tP99\tP99.9\tMAX\tAGE\t")
 	for _, v := range views {
 		host := v.Host
+		if host == "" {
+			host = "-"
+		}
 		if v.CrossHost {
 			host += "*"
 		}
 		age := now.Sub(time.UnixMilli(v.LastEnd)).Round(100 * time.Millisecond)
+		lat := []string{"-", "-", "-", "-"} // an interval without ticks has no latency
+		if v.Last.Count > 0 {
+			lat = []string{FormatNs(v.Last.P50), FormatNs(v.Last.P99), FormatNs(v.Last.P999), FormatNs(v.Last.Max)}
+		}
+		provider := v.Provider
+		if provider == "" {
+			provider = "-"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n",
-			v.Topic, v.Subscriber, host, v.Provider, v.Rate, v.Received, v.Gaps, v.Overruns,
-			FormatNs(v.Last.P50), FormatNs(v.Last.P99), FormatNs(v.Last.P999), FormatNs(v.Last.Max), age)
+			v.Topic, v.Subscriber, host, provider, v.Rate, v.Received, v.Gaps, v.Overruns,
+			lat[0], lat[1], lat[2], lat[3], age)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -118,6 +118,7 @@ type series struct {
 	total   *hdrhistogram.Histogram
 	start   time.Time // first interval's start, for the hlog
 	lastEnd time.Time
+	seen    time.Time // when its last message arrived
 	hlog    *hlogFile
 }
 
@@ -206,8 +207,9 @@ func (s *store) apply(m *stats.Message) (string, error) {
 	}
 	se := s.series[key]
 	if se == nil {
-		if len(s.series) >= s.maxSeries {
-			return reasonSeries, fmt.Errorf("dash: %d series already, the limit: %s ignored", len(s.series), key)
+		if len(s.series) >= s.maxSeries && !s.evictStale(time.Now()) {
+			return reasonSeries, fmt.Errorf("dash: %d series already, the limit, none silent for %v: %s ignored",
+				len(s.series), s.history, key)
 		}
 		se = &series{total: stats.NewHistogram(), start: m.Start}
 		se.view.Key, se.view.Topic, se.view.Subscriber = key, m.Topic, m.Subscriber
@@ -225,6 +227,7 @@ func (s *store) apply(m *stats.Message) (string, error) {
 			key, m.End, se.lastEnd)
 	}
 	se.lastEnd = m.End
+	se.seen = time.Now()
 	v := &se.view
 	v.Host, v.Provider, v.CrossHost = m.Host, m.Provider, m.CrossHost
 	v.Received, v.Gaps, v.Overruns, v.Rate = m.Received, m.Gaps, m.Overruns, m.Rate
@@ -257,6 +260,29 @@ func (s *store) apply(m *stats.Message) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// evictStale drops the series silent for longest if it has been silent for
+// longer than the history (a subscriber that went away), to make room for a
+// new one. Caller holds s.mu.
+func (s *store) evictStale(now time.Time) bool {
+	var oldest *series
+	for _, se := range s.series {
+		if oldest == nil || se.seen.Before(oldest.seen) {
+			oldest = se
+		}
+	}
+	if oldest == nil || now.Sub(oldest.seen) <= s.history {
+		return false
+	}
+	if oldest.hlog != nil {
+		if err := oldest.hlog.close(); err != nil {
+			s.log.Error().Err(err).Str("series", oldest.view.Key).Msg("hlog close")
+		}
+	}
+	delete(s.series, oldest.view.Key)
+	s.log.Info().Str("series", oldest.view.Key).Dur("silent", now.Sub(oldest.seen)).Msg("series dropped to make room")
+	return true
 }
 
 // views returns copies of every series, sorted by topic and subscriber;

@@ -162,8 +162,8 @@ function timeChart(s) {
   const span = Math.min(state.history, Math.max(60000, pts.length ? tEnd - pts[0].t : 0));
   const tStart = tEnd - span;
   let lo = Infinity, hi = 0;
-  for (const p of pts) for (const [k] of lines) { const v = Math.max(p[k], 1); lo = Math.min(lo, v); hi = Math.max(hi, v); }
-  if (!pts.length) { lo = 100; hi = 1e6; }
+  for (const p of pts) if (p.n > 0) for (const [k] of lines) { const v = Math.max(p[k], 1); lo = Math.min(lo, v); hi = Math.max(hi, v); }
+  if (!(hi > 0)) { lo = 100; hi = 1e6; }
   const llo = Math.floor(Math.log10(lo) * 2) / 2, lhi = Math.max(Math.ceil(Math.log10(hi) * 2) / 2, llo + 0.5);
   const x = (t) => M.l + ((t - tStart) / (tEnd - tStart || 1)) * (W - M.l - M.r);
   const y = (v) => H - M.b - ((Math.log10(Math.max(v, 1)) - llo) / (lhi - llo)) * (H - M.t - M.b);
@@ -179,7 +179,7 @@ function timeChart(s) {
       ago === 0 ? "now" : ago < 60000 ? "-" + Math.round(ago / 1000) + "s" : "-" + Math.round(ago / 6000) / 10 + "m");
   }
   lines.forEach(([k, label], i) => {
-    const visible = pts.filter((p) => p.t >= tStart);
+    const visible = pts.filter((p) => p.t >= tStart && p.n > 0); // an interval without ticks has no latency
     el("polyline", { class: "l-" + k, "data-line": k, "data-n": visible.length,
       points: visible.map((p) => x(p.t).toFixed(1) + "," + y(p[k]).toFixed(1)).join(" ") }, svg);
     el("rect", { x: W - M.r - 250 + i * 62, y: H - 10, width: 8, height: 8, class: "k-" + k }, svg);
@@ -267,8 +267,11 @@ function render() {
     cell(tr, fmtCount(s.received), "received");
     cell(tr, fmtCount(s.gaps), "gaps" + (s.gaps ? " bad" : ""));
     cell(tr, fmtCount(s.overruns), "overruns" + (s.overruns ? " bad" : ""));
-    for (const k of ["p50", "p90", "p99", "p999", "p9999", "max"]) cell(tr, fmtNs(s.last[k]), k, s.last[k]);
-    cell(tr, fmtAge(now - s.last_end), "age");
+    for (const k of ["p50", "p90", "p99", "p999", "p9999", "max"]) {
+      cell(tr, s.last.count > 0 ? fmtNs(s.last[k]) : "–", k, s.last[k]);
+    }
+    const age = now - s.last_end;
+    cell(tr, fmtAge(age), "age" + (age > 3 * Math.max(s.interval_ms, 1000) ? " bad" : ""));
     tbody.appendChild(tr);
 
     const card = document.createElement("section");
