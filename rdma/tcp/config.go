@@ -40,6 +40,9 @@ type Config struct {
 	// rdma.ErrSendQueueFull when a request does not fit. Default and minimum
 	// 2×(MaxMsgSize+48), rounded up to a power of two.
 	SendBuffer int
+	// CloseLinger bounds how long QP.Close waits for the peer to answer
+	// requests already posted before it drops them; default 1s.
+	CloseLinger time.Duration
 	// FlushSpins is how many times the socket-writing goroutine yields,
 	// finding nothing to send, before it parks; default 64.
 	FlushSpins int
@@ -78,7 +81,7 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: Advertise %q, want host:port: %v", rdma.ErrInvalidConfig, c.Advertise, err)
 		}
 	}
-	if c.ConnectTimeout < 0 || c.AckTimeout < 0 || c.MaxMsgSize < 0 || c.SendBuffer < 0 || c.FlushSpins < 0 {
+	if c.ConnectTimeout < 0 || c.AckTimeout < 0 || c.CloseLinger < 0 || c.MaxMsgSize < 0 || c.SendBuffer < 0 || c.FlushSpins < 0 {
 		return c, fmt.Errorf("%w: negative timeout or size in %+v", rdma.ErrInvalidConfig, c)
 	}
 	if c.ConnectTimeout == 0 {
@@ -86,6 +89,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.AckTimeout == 0 {
 		c.AckTimeout = defaultAckTimeout
+	}
+	if c.CloseLinger == 0 {
+		c.CloseLinger = time.Second
 	}
 	if c.MaxMsgSize == 0 {
 		c.MaxMsgSize = defaultMaxMsgSize

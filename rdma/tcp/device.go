@@ -271,9 +271,11 @@ func (d *Device) Close() error {
 
 		close(d.done)
 		errs := []error{d.ln.Close()}
+		var wg sync.WaitGroup // QPs linger in parallel
 		for _, q := range qps {
-			errs = append(errs, q.Close())
+			wg.Go(func() { q.Close() })
 		}
+		wg.Wait()
 		d.wg.Wait()
 		for _, r := range regions {
 			errs = append(errs, r.Close())

@@ -84,7 +84,9 @@ type QP struct {
 	haveRemote bool
 	inQPN      uint32
 	inNonce    uint64
-	stop       chan struct{} // closed on ERR or CLOSED
+	stop       chan struct{} // closed on ERR, or by Close after its linger
+	stopped    atomic.Bool   // set when stop is closed by Close
+	reapDone   chan struct{} // closed when the reaper exits
 	workers    sync.WaitGroup
 	closeOnce  sync.Once
 
@@ -123,6 +125,7 @@ func newQP(d *Device, num uint32, cfg rdma.QPConfig, scq, rcq *CQ) *QP {
 		rcq:       rcq,
 		maxInline: cfg.MaxInline,
 		stop:      make(chan struct{}),
+		reapDone:  make(chan struct{}),
 	}
 	if q.maxInline == 0 {
 		q.maxInline = maxInline
@@ -312,13 +315,15 @@ func (q *QP) attachIncoming(c net.Conn, h hello) (uint8, *rawConn) {
 func (q *QP) fail(st rdma.Status, cause error) {
 	q.mu.Lock()
 	switch rdma.QPState(q.state.Load()) {
-	case rdma.QPError, rdma.QPClosed:
+	case rdma.QPClosed: // Close shuts the connections itself
 		q.mu.Unlock()
 		return
+	case rdma.QPError: // marked by markError, or failed before: finish the job
+	default:
+		q.failStatus.Store(uint32(st))
+		q.state.Store(uint32(rdma.QPError))
+		close(q.stop)
 	}
-	q.failStatus.Store(uint32(st))
-	q.state.Store(uint32(rdma.QPError))
-	close(q.stop)
 	out, in := q.out, q.in
 	q.mu.Unlock()
 	q.log.Warn().Err(cause).Stringer("status", st).Msg("queue pair moved to ERR")
@@ -330,6 +335,21 @@ func (q *QP) fail(st rdma.Status, cause error) {
 	}
 	q.drain()
 	q.drainRecv()
+}
+
+// markError moves the QP to ERR before an error completion becomes visible,
+// so that a poller that sees it cannot post into a QP still running; the
+// caller then calls fail, without cmu, to close and drain.
+func (q *QP) markError() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch rdma.QPState(q.state.Load()) {
+	case rdma.QPError, rdma.QPClosed:
+		return
+	}
+	q.failStatus.Store(uint32(rdma.StatusFlushed))
+	q.state.Store(uint32(rdma.QPError))
+	close(q.stop)
 }
 
 // drain completes every posted, unanswered request: the first with
@@ -408,14 +428,31 @@ func (q *QP) checkProgress(now time.Time, timeout time.Duration) {
 	}
 }
 
-// Close moves the QP to CLOSED, closes its connections, waits for its
-// goroutines and flushes what is outstanding. Idempotent.
+// Close moves the QP to CLOSED: later posts fail with rdma.ErrClosed. A
+// connected QP first lingers, up to Config.CloseLinger, until the peer has
+// answered every request already posted (as a NIC would have sent them at
+// post time); then Close closes its connections, waits for its goroutines
+// and flushes what is still outstanding. Idempotent; safe while others
+// poll.
 func (q *QP) Close() error {
 	q.closeOnce.Do(func() {
 		q.mu.Lock()
 		prev := rdma.QPState(q.state.Load())
-		q.failStatus.Store(uint32(rdma.StatusFlushed))
 		q.state.Store(uint32(rdma.QPClosed))
+		q.mu.Unlock()
+		if prev == rdma.QPReadyToSend {
+			deadline := time.Now().Add(q.dev.cfg.CloseLinger)
+			for q.consumed.Load() != q.posted.Load() && time.Now().Before(deadline) {
+				select {
+				case <-q.reapDone:
+					deadline = time.Time{} // the connection is gone: nothing more will be answered
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+		q.mu.Lock()
+		q.failStatus.Store(uint32(rdma.StatusFlushed))
+		q.stopped.Store(true) // PostSend Loads it after publishing
 		if prev != rdma.QPError {
 			close(q.stop)
 		}

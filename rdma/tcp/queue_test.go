@@ -79,3 +79,23 @@ func TestQP_PostSend_BeforeConnectAndAfterClose(t *testing.T) {
 	assert.ErrorIs(t, s.qp.PostSend(&wr), rdma.ErrClosed)
 	assert.Equal(t, rdma.QPClosed, s.qp.State())
 }
+
+func TestQP_Close_LingersUntilPostedWritesLand(t *testing.T) {
+	all := rdma.AccessLocalWrite | rdma.AccessRemote
+	a := newSide(t, openDevice(t, tcp.Config{}), 512, all)
+	b := newSide(t, openDevice(t, tcp.Config{}), 512, all)
+	connect(t, a, b)
+	const n = 500
+	for i := 0; i < n; i++ {
+		msg := []byte{byte(i), byte(i >> 8), 0xa5, 0x5a}
+		wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagInline, Inline: msg, Remote: remote(b.mr, i*4)}
+		require.NoError(t, a.qp.PostSend(&wr))
+	}
+	// Unsignalled and unpolled: Close alone must let them reach the peer,
+	// as a NIC would have sent them when they were posted.
+	require.NoError(t, a.qp.Close())
+	for i := 0; i < n; i++ {
+		require.Equal(t, []byte{byte(i), byte(i >> 8), 0xa5, 0x5a}, b.mr.Bytes()[i*4:i*4+4], "write %d", i)
+	}
+	none(t, a.cq)
+}

@@ -16,6 +16,7 @@ import (
 // moves the QP to ERR.
 func (q *QP) reap(c *rawConn) {
 	defer q.workers.Done()
+	defer close(q.reapDone)
 	defer c.release()
 	br := bufio.NewReaderSize(c, 64<<10)
 	var hdr [respHeaderLen]byte
@@ -36,7 +37,7 @@ func (q *QP) reap(c *rawConn) {
 		}
 	}
 	switch {
-	case errors.Is(err, errNak), errors.Is(err, ErrFrame):
+	case errors.Is(err, errNak), errors.Is(err, errLocal), errors.Is(err, ErrFrame):
 		q.fail(rdma.StatusFlushed, err)
 	default: // the connection broke: the peer or the path died
 		q.fail(rdma.StatusRetryExceeded, err)
@@ -72,41 +73,43 @@ func (q *QP) onResponse(br *bufio.Reader, r response) error {
 		}
 		switch r.kind {
 		case respNak:
+			q.markError()
 			q.complete(e, pos, r.status)
 			return fmt.Errorf("%w: seq %d (%s): %s", errNak, seq, e.op, r.status)
 		case respRead:
 			if e.op != rdma.OpRead || r.len != e.len {
 				return fmt.Errorf("%w: READ response of %d bytes for seq %d (%s of %d)", ErrFrame, r.len, seq, e.op, e.len)
 			}
-			st := rdma.StatusSuccess
 			reg, dst, lst := q.localSpan(rdma.SGE{Addr: e.laddr, LKey: e.lkey, Len: e.len}, rdma.AccessLocalWrite, e.len)
-			if lst != rdma.StatusSuccess {
-				st = lst
+			if lst != rdma.StatusSuccess { // the destination went away after the post
 				if _, err := br.Discard(int(r.len)); err != nil {
 					return err
 				}
-			} else {
-				err := readInto(br, dst)
-				reg.release()
-				if err != nil {
-					return err
-				}
+				q.markError()
+				q.complete(e, pos, lst)
+				return errLocal
 			}
-			q.complete(e, pos, st)
+			err := readInto(br, dst)
+			reg.release()
+			if err != nil {
+				return err
+			}
+			q.complete(e, pos, rdma.StatusSuccess)
 		case respAtomic:
 			if !e.op.IsAtomic() {
 				return fmt.Errorf("%w: atomic response for seq %d (%s)", ErrFrame, seq, e.op)
 			}
-			st := rdma.StatusSuccess
-			if reg, dst, lst := q.localSpan(rdma.SGE{Addr: e.laddr, LKey: e.lkey, Len: 8}, rdma.AccessLocalWrite, 8); lst != rdma.StatusSuccess {
-				st = lst
-			} else {
-				var v [8]byte
-				binary.NativeEndian.PutUint64(v[:], r.value)
-				putBytes(dst, v[:])
-				reg.release()
+			reg, dst, lst := q.localSpan(rdma.SGE{Addr: e.laddr, LKey: e.lkey, Len: 8}, rdma.AccessLocalWrite, 8)
+			if lst != rdma.StatusSuccess {
+				q.markError()
+				q.complete(e, pos, lst)
+				return errLocal
 			}
-			q.complete(e, pos, st)
+			var v [8]byte
+			binary.NativeEndian.PutUint64(v[:], r.value)
+			putBytes(dst, v[:])
+			reg.release()
+			q.complete(e, pos, rdma.StatusSuccess)
 		}
 		return nil
 	}

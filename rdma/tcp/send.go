@@ -141,9 +141,10 @@ func (q *QP) postSend(wr *rdma.WorkRequest) error {
 	q.sq[pos&q.sqMask] = e
 	q.posted.Store(pos + 1) // pairs with the Loads in reap and drain
 	t.publish()
-	if rdma.QPState(q.state.Load()) != rdma.QPReadyToSend {
+	if rdma.QPState(q.state.Load()) == rdma.QPError || q.stopped.Load() {
 		// fail or Close ran meanwhile and may have drained before our
-		// Store; drain again so the request is not lost.
+		// Store; drain again so the request is not lost. (A Close still
+		// lingering lets the reaper answer it, or drains it at its end.)
 		q.drain()
 	}
 	return nil
