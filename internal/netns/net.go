@@ -181,7 +181,9 @@ func (n *Net) Close() error {
 		if !linkExists(ctx, v) {
 			continue
 		}
-		if err := n.ip(ctx, "link", "del", v); err != nil {
+		// The kernel removes a veth's root end asynchronously after its
+		// namespace goes; one that vanished meanwhile is not an error.
+		if err := n.ip(ctx, "link", "del", v); err != nil && linkExists(ctx, v) {
 			errs = append(errs, err)
 		}
 	}
