@@ -64,6 +64,8 @@ type Reader struct {
 	// within a poll merge into one (a reader lapped repeatedly while it
 	// catches up reports one overrun range, not one event per sequence).
 	pend Event
+	// fence is the reader's own word for loadFence (unused on amd64).
+	fence atomic.Uint64
 }
 
 // readerStats: the polling goroutine Adds (uncontended, once per batch or
@@ -219,6 +221,7 @@ func (r *Reader) poll(h Handler, limit int) int {
 				}
 				dst := r.scratch[n*r.slotSize : n*r.slotSize+SlotHeaderSize+ln]
 				copy(dst, r.slots[off:off+SlotHeaderSize+ln])
+				loadFence(&r.fence)
 				if st.Load() != seq { // pairs with the writer's StampBusy WRITE
 					r.stats.torn.Add(1)
 					break // being rewritten by a later lap: the next poll sees the overrun
