@@ -211,3 +211,45 @@ func TestSubscriber_New_RejectsBadConfig(t *testing.T) {
 	_, err = publisher.New(ctx, node, devs, publisher.Config{Topic: "x", SlotSize: 64})
 	assert.ErrorIs(t, err, publisher.ErrInvalidConfig)
 }
+
+// A reliable ring much smaller than the stream and a subscriber that polls
+// slowly: the publisher waits for room, nothing is lost.
+func TestPubSub_Reliable_SlowSubscriberLosesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	node, err := bus.Open(ctx, bus.Config{NodeID: "rel"})
+	require.NoError(t, err)
+	defer node.Close()
+	devs := devices.New(devices.Config{HostID: node.HostID()})
+	defer devs.Close()
+	var c collect
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "rel", Mode: ring.Reliable, Slots: 16, MaxBatch: 4,
+		Idle: rdma.NewBackoff(), StatsInterval: -1}, &c)
+	require.NoError(t, err)
+	slow := make(chan error, 1)
+	go func() {
+		for c.count() < 500 && ctx.Err() == nil {
+			sub.Poll()
+			time.Sleep(50 * time.Microsecond)
+		}
+		slow <- nil
+	}()
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "rel", Idle: rdma.Yield{}, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	for i := 0; i < 500; i++ {
+		_, err := pub.Publish(tick.MessageType, []byte("reliable"), time.Now().UnixNano())
+		require.NoError(t, err)
+	}
+	require.NoError(t, <-slow)
+	require.NoError(t, sub.Close())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Len(t, c.seqs, 500)
+	for i, s := range c.seqs {
+		require.Equal(t, uint64(i+1), s)
+	}
+	assert.Empty(t, c.events)
+	assert.Zero(t, pub.Stats().BackPressure)
+}

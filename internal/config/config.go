@@ -241,11 +241,8 @@ func (r *Ring) validate() error {
 	if r.SlotSize-32 < tick.Size {
 		return bad("ring.slot_size", r.SlotSize, fmt.Sprintf("room for a %d-byte tick after the 32-byte slot header (at least 128)", tick.Size))
 	}
-	if r.Mode != "lossy" {
-		// Reliable rings need each subscriber to write credits back to every
-		// publisher; the ring supports it, the publisher and subscriber do
-		// not wire it yet.
-		return bad("ring.mode", r.Mode, "lossy (reliable mode is not wired into tickbus pub/sub yet)")
+	if r.Mode != "lossy" && r.Mode != "reliable" {
+		return bad("ring.mode", r.Mode, "lossy (never slow the publisher) or reliable (publishers wait for room)")
 	}
 	if r.GapTimeout < 0 {
 		return bad("ring.gap_timeout", r.GapTimeout, "0 (default) or a positive duration")

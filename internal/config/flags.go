@@ -46,6 +46,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 		fs.BoolVar(&c.Sub.Print, "print", c.Sub.Print, "print every tick")
 		fs.DurationVar(&c.Sub.Interval, "interval", c.Sub.Interval, "`time` between status lines")
 		fs.DurationVar(&c.Sub.Duration, "duration", c.Sub.Duration, "how `long` to run; 0 until interrupted")
+		fs.StringVar(&c.Ring.Mode, "mode", c.Ring.Mode, "flow control `mode`: lossy (never slow the publisher; losses reported) or reliable (publishers wait for room)")
 		fs.StringVar(&c.Sub.SeqLog, "seq-log", c.Sub.SeqLog, "(debugging) write every delivered sequence to `file`, one per line")
 	case "demo":
 		fs.DurationVar(&c.Demo.Duration, "duration", c.Demo.Duration, "how `long` the publisher runs")

@@ -202,7 +202,8 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(out, "%6.1fs %9.0f/s recv=%d gaps=%d overruns=%d  %s\n",
 			time.Since(start).Seconds(), m.Rate, m.Received, m.Gaps, m.Overruns, lat)
 	}
-	s, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: c.Topic, Slots: c.Ring.Slots, SlotSize: c.Ring.SlotSize,
+	mode, _ := ring.ParseMode(c.Ring.Mode)
+	s, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: c.Topic, Mode: mode, Slots: c.Ring.Slots, SlotSize: c.Ring.SlotSize,
 		GapTimeout: c.Ring.GapTimeout, Provider: provider(c), Idle: idle, StatsInterval: c.Sub.Interval, OnStats: onStats, Logger: log}, h)
 	if err != nil {
 		fmt.Fprintf(stderr, "tickbus sub: %v\n", err)
