@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -137,7 +138,7 @@ type StatsFunc func(subject string, msg []byte)
 
 // SubscribeStats calls f for every stats message of topic ("" for every
 // topic), one at a time, until the returned stop function is called or the
-// node closes.
+// node closes. The server has the subscription when it returns.
 func (n *Node) SubscribeStats(topic string, f StatsFunc) (stop func() error, err error) {
 	subj := stats.SubjectAll(n.cfg.Prefix)
 	if topic != "" {
@@ -153,6 +154,12 @@ func (n *Node) SubscribeStats(topic string, f StatsFunc) (stop func() error, err
 		return nil, ErrClosed
 	}
 	sub, err := n.nc.Subscribe(subj, func(m *nats.Msg) { f(m.Subject, m.Data) })
+	if err == nil {
+		err = n.flush(context.Background()) // the server has the subscription when we return
+		if err != nil {
+			_ = sub.Unsubscribe()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bus: subscribe stats: %w", err)
 	}
