@@ -11,6 +11,7 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/internal/stats"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
@@ -188,9 +189,18 @@ func TestSubscriber_Close_IsIdempotentAndCountersSurviveIt(t *testing.T) {
 	defer node.Close()
 	devs := devices.New(devices.Config{HostID: node.HostID()})
 	defer devs.Close()
-	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "closing", StatsInterval: 20 * time.Millisecond, DrainQuiet: 10 * time.Millisecond}, nil)
+	var msgs []*stats.Message
+	var mu sync.Mutex
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "closing", StatsInterval: 20 * time.Millisecond, DrainQuiet: 10 * time.Millisecond,
+		OnStats: func(m *stats.Message) { mu.Lock(); msgs = append(msgs, m); mu.Unlock() }}, nil)
 	require.NoError(t, err)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(msgs) >= 2 }, 10*time.Second, 5*time.Millisecond, "the stats loop runs")
 	require.NoError(t, sub.Close())
+	mu.Lock()
+	last := msgs[len(msgs)-1]
+	mu.Unlock()
+	assert.Equal(t, "closing", last.Topic)
+	assert.Equal(t, "closer", last.Subscriber, "the default id is the node's")
 	require.NoError(t, sub.Close())
 	assert.Zero(t, sub.Counters().Received)
 	assert.ErrorIs(t, sub.Run(ctx), subscriber.ErrClosed)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,9 @@ type Counters struct {
 	// StartedAt is where the ring started when it joined a running topic
 	// (the home's counter then); 0 if it started at the topic's beginning.
 	StartedAt uint64
+	// Rate is ticks per second over the last stats interval (0 with the
+	// stats loop off).
+	Rate float64
 }
 
 // Lost is every sequence passed and not delivered.
@@ -70,6 +74,7 @@ type Subscriber struct {
 	statsDone  chan struct{}
 
 	startAt atomic.Uint64  // the home's counter as findStart learnt it
+	rate    atomic.Uint64  // float64 bits: ticks/s over the last stats interval
 	done    chan struct{}  // closed by Close: findStart goroutines return
 	wg      sync.WaitGroup // findStart goroutines
 
@@ -430,7 +435,8 @@ func (s *Subscriber) Counters() Counters {
 	st := s.reader.Stats()
 	return Counters{Received: st.Delivered, Gaps: st.Gap - jg, Overruns: st.Overrun - jo, Skips: st.Skip,
 		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
-		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo, StartedAt: s.h.startedAt.Load()}
+		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo, StartedAt: s.h.startedAt.Load(),
+		Rate: math.Float64frombits(s.rate.Load())}
 }
 
 // Topic is the topic subscribed.
@@ -474,6 +480,7 @@ func (s *Subscriber) publishStats() {
 		s.log.Warn().Err(err).Msg("subscriber: stats interval")
 		return
 	}
+	s.rate.Store(math.Float64bits(m.Rate))
 	if b, err := stats.Encode(m); err == nil {
 		if err := s.node.PublishStats(s.cfg.Topic, s.cfg.ID, b); err != nil {
 			s.log.Debug().Err(err).Msg("subscriber: publish stats")
