@@ -89,12 +89,14 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 		}
 	}
 	ph.cores = s.pubs + s.subs
-	return collect(ctx, ph, pubs, subs, s.mode, s.transport)
+	return collect(ctx, ph, pubs, subs, s.mode, s.transport, nil)
 }
 
 // collect waits for every publisher's and subscriber's final report and
 // sums them into ph.
-func collect(ctx context.Context, ph phase, pubs, subs []*proc, mode, name string) (phase, error) {
+//
+// afterPubs, if set, runs once every publisher has reported.
+func collect(ctx context.Context, ph phase, pubs, subs []*proc, mode, name string, afterPubs func()) (phase, error) {
 	start := int64(math.MaxInt64)
 	var errs []error
 	for _, p := range pubs {
@@ -110,6 +112,9 @@ func collect(ctx context.Context, ph phase, pubs, subs []*proc, mode, name strin
 		if r.hist != nil && mode != modeThroughput {
 			ph.hist = mergeHist(ph.hist, r.hist) // round trips, or unsent ticks' lower bounds
 		}
+	}
+	if afterPubs != nil {
+		afterPubs()
 	}
 	ph.throughput = math.Inf(1)
 	for _, p := range subs {

@@ -267,7 +267,11 @@ func (c *tickbusCase) run(ctx context.Context, cfg Config, mode string, batch, p
 	for _, k := range subKids {
 		subProcs = append(subProcs, k.p)
 	}
-	ph, err = collect(ctx, ph, pubProcs, subProcs, mode, c.name)
+	ph, err = collect(ctx, ph, pubProcs, subProcs, mode, c.name, func() {
+		for _, p := range subProcs {
+			_ = p.send("stop") // a subscriber that already ended has closed nothing; an error here shows in its report
+		}
+	})
 	ph.cpu += selfCPU() - cpu0
 	return ph, err
 }

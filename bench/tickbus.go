@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tickbus/tickbus/internal/child"
@@ -345,7 +347,17 @@ type tbRx struct {
 	codec  *msgCodec
 	idle   rdma.IdleStrategy
 	events uint64 // sequences named by loss events
+	// stopAt is when the parent said every publisher is done (lossy rings
+	// only); after stopQuiet with nothing to read, next reports errStopped.
+	stopAt atomic.Int64
+	lastOK int64
 }
+
+// stopQuiet is how long a stopped lossy reader waits for in-flight ticks.
+const stopQuiet = int64(500 * time.Millisecond)
+
+// errStopped: the run ended without every end mark (a lossy ring lost some).
+var errStopped = errors.New("bench: stopped by the parent")
 
 func (r *tbRx) next(deadline int64) (int64, int64, error) {
 	for spins := 0; ; spins++ {
@@ -354,6 +366,7 @@ func (r *tbRx) next(deadline int64) (int64, int64, error) {
 			return 0, 0, err
 		}
 		if ok {
+			r.lastOK = nanotime()
 			if len(r.t.Payload) < MinSize {
 				return 0, 0, fmt.Errorf("bench: tick of %d bytes, want at least %d", len(r.t.Payload), MinSize)
 			}
@@ -365,8 +378,14 @@ func (r *tbRx) next(deadline int64) (int64, int64, error) {
 			continue
 		}
 		r.idle.Idle(0)
-		if spins&255 == 255 && nanotime() > deadline {
-			return 0, 0, ErrDeadline
+		if spins&255 == 255 {
+			now := nanotime()
+			if now > deadline {
+				return 0, 0, ErrDeadline
+			}
+			if at := r.stopAt.Load(); at != 0 && now-max(at, r.lastOK) > stopQuiet {
+				return 0, 0, errStopped
+			}
 		}
 	}
 }
@@ -463,12 +482,47 @@ func tbMain(args []string) int {
 	if ws := n.writers[wt]; ws != nil {
 		tx = newTBTx(ws.w, a.size, a.batch)
 	}
+	var trx *tbRx
 	if rs := n.readers[rt]; rs != nil {
-		rx = &tbRx{r: rs.r.Reader(), buf: make([]byte, tbSlotSize(a.size)), codec: newCodec(), idle: idle}
+		trx = &tbRx{r: rs.r.Reader(), buf: make([]byte, tbSlotSize(a.size)), codec: newCodec(), idle: idle}
+		rx = trx
+	}
+	// From here stdin carries control lines: "go" for a publisher, "stop"
+	// for a subscriber (every publisher is done), then EOF (every process
+	// has reported; exit).
+	ctl, eof := make(chan string, 4), make(chan struct{})
+	go func() {
+		defer close(eof)
+		for {
+			line, err := in.ReadString('\n')
+			if err != nil {
+				return
+			}
+			ctl <- strings.TrimSpace(line)
+		}
+	}()
+	if trx != nil && a.ringMode == "lossy" && side == sideSub {
+		// A lossy ring may lose an end mark to an overrun: once every
+		// publisher is done and the ring stays quiet, the run is over.
+		go func() {
+			for {
+				select {
+				case l := <-ctl:
+					if l == "stop" {
+						trx.stopAt.Store(nanotime())
+						return
+					}
+				case <-eof:
+					return
+				}
+			}
+		}()
 	}
 	if side == sidePub {
-		if err := readLine(nil); err != nil { // "go"
-			return fail(err)
+		select { // "go"
+		case <-ctl:
+		case <-eof:
+			return fail(errors.New("bench: stdin closed before go"))
 		}
 		start := nanotime() + int64(time.Millisecond)
 		end := start + int64(a.duration)
@@ -484,29 +538,32 @@ func tbMain(args []string) int {
 		if err == nil {
 			err = n.drain(0)
 		}
-		return finish(out, in, r, err)
+		return finish(out, eof, r, err)
 	}
 	deadline := nanotime() + int64(a.duration) + int64(grace) + int64(10*time.Second)
 	cpu0 := selfCPU()
 	st, err := subLoop(rx, tx, a.mode == modeLatency, a.pubs, deadline)
+	if errors.Is(err, errStopped) {
+		err = nil // every publisher is done; the lost end marks are counted as lost sequences already
+	}
 	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
 	if err == nil && tx != nil {
 		err = n.drain(1)
 	}
-	return finish(out, in, r, err)
+	return finish(out, eof, r, err)
 }
 
 // finish writes the final report, then keeps the process (and its posted
 // writes, which a provider like tcp completes asynchronously) alive until
 // the parent closes stdin, when every peer has reported.
-func finish(out io.Writer, in io.Reader, r report, err error) int {
+func finish(out io.Writer, eof <-chan struct{}, r report, err error) int {
 	if err != nil {
 		r.Err = err.Error()
 	}
 	if werr := writeReport(out, r); werr != nil || err != nil {
 		return 1
 	}
-	_, _ = io.Copy(io.Discard, in)
+	<-eof
 	return 0
 }
 
