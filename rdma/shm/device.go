@@ -90,6 +90,10 @@ type Device struct {
 	conns   map[*ctlConn]struct{}
 	wg      sync.WaitGroup
 
+	// maps shares peers' region mappings among this device's QPs.
+	mapsMu sync.Mutex
+	maps   map[mapKey]*remoteRegion
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -113,6 +117,7 @@ func Open(cfg Config) (*Device, error) {
 		cqs:     make(map[*CQ]struct{}),
 		exports: make(map[*ctlConn]*QP),
 		conns:   make(map[*ctlConn]struct{}),
+		maps:    make(map[mapKey]*remoteRegion),
 	}
 	if d.hostID == "" {
 		h, err := os.Hostname()

@@ -82,6 +82,7 @@ type QP struct {
 	peerQPN, accQPN     uint32
 	peerNonce, accNonce uint64
 	havePeer            bool
+	peerAddr            string // the peer device's socket: names shared mappings
 	readerWG            sync.WaitGroup
 
 	closeOnce sync.Once
@@ -259,7 +260,7 @@ func (q *QP) connect(ctx context.Context, remote rdma.Endpoint) error {
 	if !stop() { // ctx ended and its deadline poke may be on its way
 		c.close()
 		out.unmap()
-		table.unmapAll()
+		table.releaseAll(q.dev)
 		return fmt.Errorf("shm: connect: %w", ctx.Err())
 	}
 	_ = c.c.SetDeadline(time.Time{})
@@ -268,7 +269,7 @@ func (q *QP) connect(ctx context.Context, remote rdma.Endpoint) error {
 		q.ctlMu.Unlock()
 		c.close()
 		out.unmap()
-		table.unmapAll()
+		table.releaseAll(q.dev)
 		return errQPClosed
 	}
 	q.out.Store(out)
@@ -287,6 +288,7 @@ func (q *QP) connect(ctx context.Context, remote rdma.Endpoint) error {
 
 // handshake reads welcome (or refuse), the region snapshot and ready.
 func (q *QP) handshake(c *ctlConn, deadline time.Time) (*outQueue, *remoteTable, error) {
+	peer := q.peerAddr // set by namePeer before connect
 	f, fd, err := c.recv(deadline)
 	if err != nil {
 		return nil, nil, fmt.Errorf("shm: waiting for welcome: %w", err)
@@ -306,7 +308,7 @@ func (q *QP) handshake(c *ctlConn, deadline time.Time) (*outQueue, *remoteTable,
 	regions := make(map[uint32]*remoteRegion)
 	fail := func(err error) (*outQueue, *remoteTable, error) {
 		out.unmap()
-		(&remoteTable{m: regions}).unmapAll()
+		(&remoteTable{m: regions}).releaseAll(q.dev)
 		return nil, nil, err
 	}
 	for {
@@ -322,7 +324,7 @@ func (q *QP) handshake(c *ctlConn, deadline time.Time) (*outQueue, *remoteTable,
 				closeFD(fd)
 				return fail(fmt.Errorf("%w: duplicate rkey or too many regions", ErrProtocol))
 			}
-			r, err := mapRegion(f, fd)
+			r, err := q.dev.mapRegion(peer, f, fd)
 			if err != nil {
 				return fail(err)
 			}
@@ -347,6 +349,7 @@ func refuseText(r uint8) string {
 // follow applies the peer's later registrations until the connection ends.
 func (q *QP) follow(c *ctlConn) {
 	defer q.readerWG.Done()
+	peer := q.peerAddr
 	for {
 		f, fd, err := c.recv(time.Time{})
 		if err != nil {
@@ -355,7 +358,7 @@ func (q *QP) follow(c *ctlConn) {
 		}
 		switch f.typ {
 		case frameRegionAdd:
-			r, err := mapRegion(f, fd)
+			r, err := q.dev.mapRegion(peer, f, fd)
 			if err == nil {
 				err = q.addRemote(f.rkey, r)
 			}
@@ -409,6 +412,7 @@ func (q *QP) namePeer(remote rdma.Endpoint) error {
 		return fmt.Errorf("%w: shm QP %d is already reached by QP %d, not %s", rdma.ErrPeerRefused, q.num, q.accQPN, remote)
 	}
 	q.peerQPN, q.peerNonce, q.havePeer = remote.QPN, remote.Nonce, true
+	q.peerAddr = remote.Addr
 	return nil
 }
 
@@ -459,7 +463,7 @@ func (q *QP) releaseRemote() {
 	t := q.remote.Swap(emptyRemote)
 	o := q.out.Swap(nil)
 	q.waitIdle()
-	t.unmapAll()
+	t.releaseAll(q.dev)
 	o.unmap()
 }
 

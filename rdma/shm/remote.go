@@ -11,13 +11,29 @@ import (
 // maxRemoteRegions bounds how many regions one peer may have us map.
 const maxRemoteRegions = 1 << 16
 
-// remoteRegion is a peer's region mapped into this process.
+// remoteRegion is a peer's region mapped into this process. QPs of one
+// device connected to the same peer device share one mapping of each
+// region (see Device.mapRegion); the fields are immutable, refs is guarded
+// by Device.mapsMu.
 type remoteRegion struct {
 	addr    uint64 // the owner's virtual address of byte 0
 	length  uint64
 	access  rdma.Access
 	mem     []byte // byte 0 of the region, length bytes
 	mapping []byte // the whole mapping, for munmap
+	key     mapKey
+	refs    int
+}
+
+// mapKey names one mapping: the same region (rkey and geometry) of the same
+// memfd (device and inode, so a reused rkey can never alias other memory)
+// from the same peer device.
+type mapKey struct {
+	peer                  string
+	rkey                  uint32
+	dev, ino              uint64
+	addr, length, fileOff uint64
+	access                rdma.Access
 }
 
 // remoteTable maps rkeys to mapped regions. Immutable once published; the
@@ -32,35 +48,46 @@ func closeFD(fd int) {
 	}
 }
 
-// fdSize is the size of the file behind fd, which must be a memfd whose
-// size is sealed against shrinking: otherwise its sender could truncate it
-// under our mapping and our next access would SIGBUS.
-func fdSize(fd int) (uint64, error) {
+// checkMemfd returns the stat of the file behind fd, which must be a
+// regular file (a memfd) whose size is sealed against shrinking: otherwise
+// its sender could truncate it under our mapping and our next access would
+// SIGBUS.
+func checkMemfd(fd int) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, err
+		return st, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0, fmt.Errorf("%w: fd is not a regular file (mode %#o)", ErrProtocol, st.Mode)
+		return st, fmt.Errorf("%w: fd is not a regular file (mode %#o)", ErrProtocol, st.Mode)
 	}
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-		return 0, fmt.Errorf("%w: memfd size not sealed against shrinking (seals %#x, %v)", ErrProtocol, seals, err)
+		return st, fmt.Errorf("%w: memfd size not sealed against shrinking (seals %#x, %v)", ErrProtocol, seals, err)
 	}
-	return uint64(st.Size), nil
+	return st, nil
 }
 
-// mapRegion maps the region a regionAdd frame describes and closes fd. The
-// mapping is read-only unless the region grants remote write or atomics.
-func mapRegion(f frame, fd int) (*remoteRegion, error) {
+// mapRegion maps the region a regionAdd frame from peer describes, or takes
+// another reference to the mapping a QP of this device already made of it,
+// and closes fd. The mapping is read-only unless the region grants remote
+// write or atomics. Release it with releaseRegion.
+func (d *Device) mapRegion(peer string, f frame, fd int) (*remoteRegion, error) {
 	defer closeFD(fd)
-	size, err := fdSize(fd)
+	st, err := checkMemfd(fd)
 	if err != nil {
 		return nil, fmt.Errorf("shm: peer region %#x: %w", f.rkey, err)
 	}
-	if f.fileOff+f.length > size {
-		return nil, fmt.Errorf("%w: peer region %#x of %d bytes at %d past its memfd of %d bytes", ErrProtocol, f.rkey, f.length, f.fileOff, size)
+	if f.fileOff+f.length > uint64(st.Size) {
+		return nil, fmt.Errorf("%w: peer region %#x of %d bytes at %d past its memfd of %d bytes", ErrProtocol, f.rkey, f.length, f.fileOff, st.Size)
 	}
+	key := mapKey{peer: peer, rkey: f.rkey, dev: st.Dev, ino: st.Ino, addr: f.addr, length: f.length, fileOff: f.fileOff, access: f.access}
+	d.mapsMu.Lock()
+	if r := d.maps[key]; r != nil {
+		r.refs++
+		d.mapsMu.Unlock()
+		return r, nil
+	}
+	d.mapsMu.Unlock()
 	start := f.fileOff &^ (pageSize - 1)
 	delta := f.fileOff - start
 	mlen := (delta + f.length + pageSize - 1) &^ (pageSize - 1)
@@ -72,23 +99,51 @@ func mapRegion(f frame, fd int) (*remoteRegion, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm: map peer region %#x: %w", f.rkey, err)
 	}
-	return &remoteRegion{
+	r := &remoteRegion{
 		addr:    f.addr,
 		length:  f.length,
 		access:  f.access,
 		mem:     m[delta : delta+f.length : delta+f.length],
 		mapping: m,
-	}, nil
+		key:     key,
+		refs:    1,
+	}
+	d.mapsMu.Lock()
+	defer d.mapsMu.Unlock()
+	if other := d.maps[key]; other != nil { // another QP mapped it meanwhile
+		other.refs++
+		_ = unix.Munmap(m)
+		return other, nil
+	}
+	d.maps[key] = r
+	return r, nil
+}
+
+// releaseRegion drops a reference; the last one unmaps. The caller has
+// unpublished r and waited for its QP's posts, and every other QP that used
+// r has done the same before dropping its reference.
+func (d *Device) releaseRegion(r *remoteRegion) {
+	d.mapsMu.Lock()
+	r.refs--
+	last := r.refs == 0
+	if last {
+		delete(d.maps, r.key)
+	}
+	d.mapsMu.Unlock()
+	if last {
+		_ = unix.Munmap(r.mapping)
+	}
 }
 
 // mapQueue maps the peer's receive queue a welcome frame describes and
 // closes fd.
 func mapQueue(f frame, fd int) (*outQueue, error) {
 	defer closeFD(fd)
-	size, err := fdSize(fd)
+	st, err := checkMemfd(fd)
 	if err != nil {
 		return nil, fmt.Errorf("shm: peer receive queue: %w", err)
 	}
+	size := uint64(st.Size)
 	if size != f.qSize {
 		return nil, fmt.Errorf("%w: peer receive queue memfd of %d bytes, announced %d", ErrProtocol, size, f.qSize)
 	}
@@ -110,9 +165,9 @@ func (o *outQueue) unmap() {
 	}
 }
 
-func (t *remoteTable) unmapAll() {
+func (t *remoteTable) releaseAll(d *Device) {
 	for _, r := range t.m {
-		_ = unix.Munmap(r.mapping)
+		d.releaseRegion(r)
 	}
 }
 
@@ -122,11 +177,11 @@ func (q *QP) addRemote(rkey uint32, r *remoteRegion) error {
 	defer q.ctlMu.Unlock()
 	old := q.remote.Load()
 	if q.State() != rdma.QPReadyToSend {
-		_ = unix.Munmap(r.mapping)
+		q.dev.releaseRegion(r)
 		return nil
 	}
 	if _, dup := old.m[rkey]; dup || len(old.m) >= maxRemoteRegions {
-		_ = unix.Munmap(r.mapping)
+		q.dev.releaseRegion(r)
 		return fmt.Errorf("%w: duplicate rkey %#x or too many regions", ErrProtocol, rkey)
 	}
 	m := make(map[uint32]*remoteRegion, len(old.m)+1)
@@ -156,7 +211,7 @@ func (q *QP) delRemote(rkey uint32) {
 	}
 	q.remote.Store(&remoteTable{m: m})
 	q.waitIdle()
-	_ = unix.Munmap(r.mapping)
+	q.dev.releaseRegion(r)
 }
 
 // remoteAt returns the n bytes of the peer's memory at ra, or the status a
