@@ -282,6 +282,17 @@ func BenchmarkThroughput_CrossProcess(b *testing.B) {
 				b.Fatalf("sub %v pub %v", s, p)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ticks/s")
+			// CPU time of each whole process (start-up and wiring included)
+			// over the ticks: what a tick costs each side, whatever CPU
+			// share the shared host gave them.
+			for _, c := range []struct {
+				p    *proc
+				unit string
+			}{{pt.pubs[0], "pub-cpu-ns/tick"}, {pt.subs[0], "sub-cpu-ns/tick"}} {
+				if ps := c.p.cmd.ProcessState; ps != nil {
+					b.ReportMetric(float64(ps.UserTime()+ps.SystemTime())/float64(b.N), c.unit)
+				}
+			}
 		})
 	}
 }
