@@ -107,7 +107,7 @@ func getState(t testing.TB, url string) State {
 // series named.
 func waitIntervals(t testing.TB, url string, want map[string]uint64) State {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		st := getState(t, url)
 		ok := true

@@ -21,26 +21,26 @@ func message(t *testing.T, rep *stats.Reporter, rec *stats.Recorder, received ui
 }
 
 func TestStore_SeriesLimit_MakesRoomOnlyForSilentSeries(t *testing.T) {
-	st := newStore(zerolog.Nop(), 100*time.Millisecond, 2, "")
-	var reps []*stats.Reporter
-	var recs []*stats.Recorder
-	for _, sub := range []string{"a", "b", "c", "d"} {
+	const history = time.Second
+	st := newStore(zerolog.Nop(), history, 2, "")
+	msgs := map[string][]*stats.Message{}
+	for _, sub := range []string{"a", "b", "c"} {
 		rec := stats.NewRecorder()
-		recs = append(recs, rec)
-		reps = append(reps, stats.NewReporter(stats.Meta{Topic: "t", Subscriber: sub}, rec))
+		rep := stats.NewReporter(stats.Meta{Topic: "t", Subscriber: sub}, rec)
+		msgs[sub] = []*stats.Message{message(t, rep, rec, 1), message(t, rep, rec, 2)}
 	}
-	for i := range 2 {
-		_, err := st.apply(message(t, reps[i], recs[i], 1))
-		require.NoError(t, err)
-	}
-	reason, err := st.apply(message(t, reps[2], recs[2], 1))
+	_, err := st.apply(msgs["a"][0])
+	require.NoError(t, err)
+	_, err = st.apply(msgs["b"][0])
+	require.NoError(t, err)
+	reason, err := st.apply(msgs["c"][0])
 	assert.Equal(t, reasonSeries, reason, "both series are live: no room")
 	assert.Error(t, err)
 
-	time.Sleep(150 * time.Millisecond)
-	_, err = st.apply(message(t, reps[1], recs[1], 2)) // b speaks again; a stays silent
+	time.Sleep(history + 200*time.Millisecond)
+	_, err = st.apply(msgs["b"][1]) // b speaks again; a stays silent
 	require.NoError(t, err)
-	_, err = st.apply(message(t, reps[2], recs[2], 2))
+	_, err = st.apply(msgs["c"][1])
 	require.NoError(t, err, "a has been silent longer than the history: c takes its place")
 	var keys []string
 	for _, v := range st.views(false) {
