@@ -49,7 +49,7 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		}
 		return // our own echo
 	}
-	var reannounce, assertHome bool
+	var reannounce, assertHome, reclaim bool
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -77,8 +77,14 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 	case kindClaim:
 		if n.homes[w.Topic] != nil {
 			assertHome = true
-		} else if c := n.claims[w.Topic]; c != nil && w.Node.ID < n.self.ID {
-			c.yield()
+		} else if c := n.claims[w.Topic]; c != nil {
+			if w.Node.ID < n.self.ID {
+				c.yield()
+			} else {
+				// the larger id may have missed our claim (it came before
+				// it started claiming): say it again, within its window
+				reclaim = true
+			}
 		}
 	case kindHome:
 		if n.homes[w.Topic] != nil {
@@ -103,6 +109,9 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 	}
 	if assertHome {
 		n.publish(n.subject("d", "home", w.Topic), &wireMsg{Kind: kindHome, Topic: w.Topic})
+	}
+	if reclaim {
+		n.publish(n.subject("d", "home", w.Topic), &wireMsg{Kind: kindClaim, Topic: w.Topic})
 	}
 }
 

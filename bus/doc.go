@@ -63,14 +63,17 @@
 //  3. otherwise ask P.home.<topic>; the current home answers;
 //  4. with no responder, publish a claim on P.d.home.<topic> and wait
 //     ClaimWindow. A claim from a node with a smaller id, or an assertion
-//     from a current home, makes the claimer yield and ask again; a home
+//     from a current home, makes the claimer yield and ask again. A claimer
+//     answers a claim from a larger id with its own claim again (the larger
+//     one may have started after the first claim went by), and a home
 //     answers every claim with an assertion. Otherwise the claimer wins,
 //     calls PublishSpec.NewHome and starts answering P.home.<topic>.
 //
-// Every node subscribes to P.d before it claims, so two concurrent claimers
-// see each other's claims and the smaller id wins; two homes could only
-// arise if a claim took longer than ClaimWindow to cross NATS, which a
-// home's assertion then reports (logged as rejected). When the home goes
+// Every node subscribes to P.d before it claims, so of two concurrent
+// claimers the larger id always hears the smaller's claim within its window
+// and yields; two homes could only arise if a message took longer than
+// ClaimWindow to cross NATS (or across a partition), which a home's
+// assertion then reports (logged as rejected). When the home goes
 // (its publication closes, its node leaves or times out) every other
 // publisher of the topic gets OnHomeLost with ErrHomeLost; failover is
 // later work.
