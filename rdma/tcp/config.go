@@ -46,6 +46,12 @@ type Config struct {
 	// FlushSpins is how many times the socket-writing goroutine yields,
 	// finding nothing to send, before it parks; default 64.
 	FlushSpins int
+	// ReadSpins is how many non-blocking reads, each followed by a yield,
+	// a connection's reader tries before it blocks in read(2); default 200,
+	// negative for none. Spinning a little cuts latency, because a reader
+	// blocked in a system call holds a scheduler slot (a P) that other
+	// goroutines wait for until the runtime takes it back.
+	ReadSpins int
 }
 
 const (
@@ -54,6 +60,7 @@ const (
 	defaultMaxMsgSize     = 1 << 20
 	maxMaxMsgSize         = 64 << 20
 	defaultFlushSpins     = 64
+	defaultReadSpins      = 200
 	maxInline             = 1024
 	maxQPDepth            = 1 << 16
 	maxCQDepth            = 1 << 24
@@ -110,6 +117,12 @@ func (c Config) withDefaults() (Config, error) {
 	c.SendBuffer = n
 	if c.FlushSpins == 0 {
 		c.FlushSpins = defaultFlushSpins
+	}
+	switch {
+	case c.ReadSpins == 0:
+		c.ReadSpins = defaultReadSpins
+	case c.ReadSpins < 0:
+		c.ReadSpins = 0
 	}
 	return c, nil
 }

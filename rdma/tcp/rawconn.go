@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,12 +22,18 @@ import (
 // blocked in read(2) holds its own thread and is runnable as soon as the
 // kernel has data.
 //
+// A blocked read keeps its P (Go's scheduler slot) until sysmon retakes it,
+// which may take milliseconds when sysmon is idle; so Read first tries
+// Config.ReadSpins non-blocking reads, yielding between them, and blocks
+// only when the connection stays quiet that long.
+//
 // The fd stays owned by the net.Conn. shutdown wakes blocked readers and
 // writers; the fd is closed only when the last goroutine using it calls
 // release, so a late read can never hit a reused descriptor number.
 type rawConn struct {
-	c  net.Conn
-	fd int
+	c     net.Conn
+	fd    int
+	spins int // non-blocking reads, each followed by a yield, before a blocking one
 
 	mu     sync.Mutex
 	users  int
@@ -34,7 +42,7 @@ type rawConn struct {
 
 // newRawConn wraps c for users goroutines, each of which calls release
 // when done with it.
-func newRawConn(c net.Conn, users int) (*rawConn, error) {
+func newRawConn(c net.Conn, users, spins int) (*rawConn, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return nil, fmt.Errorf("tcp: %T has no file descriptor", c)
@@ -47,7 +55,7 @@ func newRawConn(c net.Conn, users int) (*rawConn, error) {
 	if err := raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
 		return nil, fmt.Errorf("tcp: raw connection: %w", err)
 	}
-	return &rawConn{c: c, fd: fd, users: users}, nil
+	return &rawConn{c: c, fd: fd, users: users, spins: spins}, nil
 }
 
 // block switches the socket to blocking mode; call it before the first Read
@@ -60,8 +68,18 @@ func (r *rawConn) block() error {
 }
 
 func (r *rawConn) Read(b []byte) (int, error) {
-	for {
-		n, err := unix.Read(r.fd, b)
+	for i := 0; ; i++ {
+		var n int
+		var err error
+		if i < r.spins {
+			n, err = recvNoWait(r.fd, b)
+			if err == unix.EAGAIN {
+				runtime.Gosched()
+				continue
+			}
+		} else {
+			n, err = unix.Read(r.fd, b)
+		}
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -87,6 +105,18 @@ func (r *rawConn) Write(b []byte) (int, error) {
 		done += n
 	}
 	return done, nil
+}
+
+// recvNoWait is recv(2) with MSG_DONTWAIT, without allocating.
+func recvNoWait(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_DONTWAIT, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
 
 // writev writes a then b with as few system calls as the kernel allows.
