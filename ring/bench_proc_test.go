@@ -60,7 +60,7 @@ func ringLatency(b *testing.B, count int) quants {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	pt := startTopic(b, ctx,
-		[]subSpec{{[]string{"-mode", "reliable", "-slots", "65536", "-end", n, "-idle", "spin", "-lat", "-limit", "9m"}}},
+		[]subSpec{{args: []string{"-mode", "reliable", "-slots", "65536", "-end", n, "-idle", "spin", "-lat", "-limit", "9m"}}},
 		[]pubSpec{{[]string{"-claim", "cas", "-how", "paced", "-rate", strconv.Itoa(pacedRate), "-n", n, "-size", "64", "-timeout", "60s"}}})
 	b.ResetTimer()
 	pt.goAll()
@@ -270,7 +270,7 @@ func BenchmarkThroughput_CrossProcess(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			pt := startTopic(b, ctx,
-				[]subSpec{{[]string{"-mode", "reliable", "-slots", "16384", "-end", n, "-idle", "backoff", "-limit", "9m"}}},
+				[]subSpec{{args: []string{"-mode", "reliable", "-slots", "16384", "-end", n, "-idle", "backoff", "-limit", "9m"}}},
 				[]pubSpec{{[]string{"-claim", "cas", "-how", how, "-n", n, "-size", "64", "-timeout", "30s"}}})
 			b.ResetTimer()
 			pt.goAll()

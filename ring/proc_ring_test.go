@@ -27,7 +27,7 @@ func TestProc_ThreePublishersTwoSubscribers_EverySequenceOnceSameOrder(t *testin
 	// No publisher dies here: a long gap timeout keeps a publisher that the
 	// loaded machine deschedules between claim and write from being taken
 	// for dead.
-	sub := subSpec{[]string{"-mode", "reliable", "-slots", "16384", "-end", itoa(total), "-limit", "120s", "-gap", "20s"}}
+	sub := subSpec{args: []string{"-mode", "reliable", "-slots", "16384", "-end", itoa(total), "-limit", "120s", "-gap", "20s"}}
 	pt := startTopic(t, ctx, []subSpec{sub, sub}, []pubSpec{
 		{[]string{"-claim", "faa", "-how", "plain", "-n", itoa(per[0])}},
 		{[]string{"-claim", "faa", "-how", "batch", "-n", itoa(per[1])}},
@@ -67,10 +67,10 @@ func TestProc_LossyStall_PublisherNeverBlocksOverrunsAccountExactly(t *testing.T
 	defer cancel()
 	pt := startTopic(t, ctx,
 		[]subSpec{
-			{[]string{"-mode", "lossy", "-slots", "1024", "-end", itoa(n), "-stall-after", "1000", "-stall-for", "500ms"}},
+			{args: []string{"-mode", "lossy", "-slots", "1024", "-end", itoa(n), "-stall-after", "1000", "-stall-for", "500ms"}},
 			// A tiny ring read while the publisher laps it: the seqlock's
 			// re-check is what keeps torn copies out.
-			{[]string{"-mode", "lossy", "-slots", "8", "-end", itoa(n), "-idle", "yield"}},
+			{args: []string{"-mode", "lossy", "-slots", "8", "-end", itoa(n), "-idle", "yield"}},
 		},
 		[]pubSpec{{[]string{"-claim", "cas", "-how", "plain", "-n", itoa(n), "-timeout", "100ms"}}})
 	pt.goAll()
@@ -100,7 +100,7 @@ func TestProc_ReliableStall_NothingLostPublisherTimesOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	pt := startTopic(t, ctx,
-		[]subSpec{{[]string{"-mode", "reliable", "-slots", "1024", "-end", itoa(n), "-stall-after", "1000", "-stall-for", "1500ms"}}},
+		[]subSpec{{args: []string{"-mode", "reliable", "-slots", "1024", "-end", itoa(n), "-stall-after", "1000", "-stall-for", "1500ms"}}},
 		[]pubSpec{{[]string{"-claim", "cas", "-how", "plain", "-n", itoa(n), "-timeout", "300ms", "-retry"}}})
 	pt.goAll()
 	p := pt.done(pt.pubs, 80*time.Second)[0]
@@ -124,8 +124,8 @@ func TestProc_PublisherKilledBetweenClaimAndWrite_OneGapThenOn(t *testing.T) {
 	const end = 100 + 1 + 1000
 	pt := startTopic(t, ctx,
 		[]subSpec{
-			{[]string{"-mode", "reliable", "-end", itoa(end), "-gap", "200ms"}},
-			{[]string{"-mode", "lossy", "-end", itoa(end), "-gap", "200ms"}},
+			{args: []string{"-mode", "reliable", "-end", itoa(end), "-gap", "200ms"}},
+			{args: []string{"-mode", "lossy", "-end", itoa(end), "-gap", "200ms"}},
 		},
 		[]pubSpec{
 			{[]string{"-claim", "faa", "-how", "die", "-n", "100"}},
@@ -159,7 +159,7 @@ func TestProc_ABLines_EachNumberOnceLoserIsTold(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	sub := subSpec{[]string{"-mode", "reliable", "-slots", "16384", "-end", itoa(n), "-exch", "-gap", "20s"}}
+	sub := subSpec{args: []string{"-mode", "reliable", "-slots", "16384", "-end", itoa(n), "-exch", "-gap", "20s"}}
 	line := pubSpec{[]string{"-claim", "cas", "-how", "at", "-n", itoa(n)}}
 	pt := startTopic(t, ctx, []subSpec{sub, sub}, []pubSpec{line, line})
 	pt.goAll()
@@ -178,4 +178,39 @@ func TestProc_ABLines_EachNumberOnceLoserIsTold(t *testing.T) {
 	}
 	assert.Equal(t, subs[0]["order"], subs[1]["order"])
 	t.Logf("line A won %s, line B won %s", a["published"], b["published"])
+}
+
+// A publisher SIGKILLed after its journal write but before its ring
+// writes: subscribers that reach the home recover the tick from the
+// journal (RDMA READs across processes) after the gap timeout; nothing is
+// lost.
+func TestProc_PublisherKilledAfterJournal_TickRecoveredFromJournal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const end = 100 + 1 + 1000
+	pt := startTopicJ(t, ctx, 4096,
+		[]subSpec{
+			{args: []string{"-mode", "reliable", "-end", itoa(end), "-gap", "200ms"}, journal: true},
+			{args: []string{"-mode", "lossy", "-end", itoa(end), "-gap", "200ms"}, journal: true},
+		},
+		[]pubSpec{
+			{[]string{"-claim", "faa", "-how", "die-journal", "-n", "100"}},
+			{[]string{"-claim", "cas", "-how", "plain", "-n", "1000"}},
+		})
+	victim, other := pt.pubs[0], pt.pubs[1]
+	victim.send(t, "GO")
+	require.Equal(t, "101", victim.expect(t, "CLAIMED", 60*time.Second)[0])
+	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
+	victim.wait()
+	other.send(t, "GO")
+	p := pt.done([]*proc{other}, 60*time.Second)[0]
+	subs := pt.done(pt.subs, 60*time.Second)
+	pt.exitAll()
+	assert.Equal(t, uint64(1000), num(t, p, "published"), "%v", p)
+	for j, s := range subs {
+		assert.Equal(t, "-", s["events"], "sub%d %v", j, s)
+		assert.Equal(t, uint64(end), num(t, s, "delivered"), "sub%d", j)
+		assert.Equal(t, uint64(1), num(t, s, "recovered"), "sub%d", j)
+		assert.Zero(t, num(t, s, "badcrc")+num(t, s, "badorder"), "sub%d", j)
+	}
 }

@@ -194,6 +194,7 @@ func subMain(args []string) int {
 	limit := fs.Duration("limit", 90*time.Second, "give up after")
 	idleName := fs.String("idle", "backoff", "idle strategy: spin, yield or backoff")
 	lat := fs.Bool("lat", false, "record receive time minus publish time in an HdrHistogram")
+	useJournal := fs.Bool("journal", false, "recover from the home's journal (a QP to the home)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -229,6 +230,13 @@ func subMain(args []string) int {
 		}
 		fmt.Printf("EP %d %s\n", k, hexOf(qps[k].LocalEndpoint()))
 	}
+	var jqp rdma.QueuePair
+	if *useJournal {
+		if jqp, err = mkQP(dev, cq); err != nil {
+			return die("qp: %v", err)
+		}
+		fmt.Printf("JEP %s\n", hexOf(jqp.LocalEndpoint()))
+	}
 	for range qps {
 		f := in.next("PEER")
 		k, _ := strconv.Atoi(f[0])
@@ -247,6 +255,19 @@ func subMain(args []string) int {
 			if err := r.Reader().AddCredit(qps[k], cd); err != nil {
 				return die("add credit: %v", err)
 			}
+		}
+	}
+	if *useJournal {
+		f := in.next("JOURNAL")
+		var home HomeDesc
+		if err := unhex(f[0], &home); err != nil {
+			return die("home desc: %v", err)
+		}
+		if err := connectTo(jqp, f[1]); err != nil {
+			return die("connect journal: %v", err)
+		}
+		if err := r.Reader().SetJournal(dev, jqp, home, time.Second); err != nil {
+			return die("journal: %v", err)
 		}
 	}
 	fmt.Println("READY")
@@ -377,16 +398,21 @@ func pubMain(args []string) int {
 		return false
 	}
 	switch *how {
-	case "plain", "die":
+	case "plain", "die", "die-journal":
 		for i := uint64(1); i <= *n; i++ {
 			fillPayload(payload, uint32(*id), i)
 			for count(w.Publish(1, payload, 0)) {
 			}
 		}
-		if *how == "die" {
+		if *how == "die" || *how == "die-journal" {
 			seq, err := w.claim(1)
 			if err != nil {
 				return die("claim: %v", err)
+			}
+			if *how == "die-journal" { // the journal gets it, the rings never do
+				fillPayload(payload, uint32(*id), *n+1)
+				w.stage(0, seq, 1, 0, payload, 0)
+				w.writeAll(w.journal, 1)
 			}
 			fmt.Printf("CLAIMED %d\n", seq)
 			select {} // SIGKILL comes before the write
@@ -554,25 +580,37 @@ type procTopic struct {
 	pubs []*proc
 }
 
-type subSpec struct{ args []string }
+type subSpec struct {
+	args    []string
+	journal bool // recovers from the home's journal
+}
 type pubSpec struct{ args []string }
 
 // startTopic starts the subscribers and publishers, wires every QP, and
 // returns once every child said READY. GO is the caller's.
 func startTopic(t testing.TB, ctx context.Context, subs []subSpec, pubs []pubSpec) *procTopic {
 	t.Helper()
+	return startTopicJ(t, ctx, 0, subs, pubs)
+}
+
+// startTopicJ is startTopic with a home journal of journal slots.
+func startTopicJ(t testing.TB, ctx context.Context, journal int, subs []subSpec, pubs []pubSpec) *procTopic {
+	t.Helper()
 	pt := &procTopic{t: t}
 	var err error
 	pt.dev, err = shm.Open(shm.Config{HostID: hostID})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pt.dev.Close() })
-	pt.home, err = NewHome(pt.dev, HomeConfig{SlotSize: 128})
+	pt.home, err = NewHome(pt.dev, HomeConfig{SlotSize: 128, JournalSlots: journal})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pt.home.Close() })
 	pt.hcq, err = pt.dev.CreateCQ(64)
 	require.NoError(t, err)
 	for j, s := range subs {
 		args := append([]string{"-pubs", strconv.Itoa(len(pubs))}, s.args...)
+		if s.journal {
+			args = append(args, "-journal")
+		}
 		pt.subs = append(pt.subs, startProc(t, ctx, fmt.Sprintf("sub%d", j), "ring-sub", args...))
 	}
 	for k, s := range pubs {
@@ -582,6 +620,7 @@ func startTopic(t testing.TB, ctx context.Context, subs []subSpec, pubs []pubSpe
 	const wait = 60 * time.Second
 	ringDesc := make([]string, len(subs))
 	subEP := make([][]string, len(subs)) // [sub][pub]: the sub's QP for that pub
+	journalEP := make([]string, len(subs))
 	for j, s := range pt.subs {
 		ringDesc[j] = s.expect(t, "RING", wait)[0]
 		subEP[j] = make([]string, len(pubs))
@@ -590,6 +629,9 @@ func startTopic(t testing.TB, ctx context.Context, subs []subSpec, pubs []pubSpe
 			k, err := strconv.Atoi(f[0])
 			require.NoError(t, err)
 			subEP[j][k] = f[1]
+		}
+		if subs[j].journal {
+			journalEP[j] = s.expect(t, "JEP", wait)[0]
 		}
 	}
 	homeDesc := hexOf(pt.home.Desc())
@@ -621,6 +663,14 @@ func startTopic(t testing.TB, ctx context.Context, subs []subSpec, pubs []pubSpe
 			j, err := strconv.Atoi(f[1])
 			require.NoError(t, err)
 			pt.subs[j].send(t, "CREDIT %d %s", k, f[2])
+		}
+	}
+	for j, s := range pt.subs {
+		if subs[j].journal {
+			jq, err := mkQP(pt.dev, pt.hcq)
+			require.NoError(t, err)
+			require.NoError(t, connectTo(jq, journalEP[j]))
+			s.send(t, "JOURNAL %s %s", homeDesc, hexOf(jq.LocalEndpoint()))
 		}
 	}
 	for _, s := range pt.subs {
