@@ -11,7 +11,8 @@
 // peer QP's receive queue and every region of the peer's device that grants
 // a remote right. Regions registered later are pushed to every connected
 // peer, and RegisterMemory returns only when each peer has mapped them;
-// Region.Close returns only when each has unmapped them. The protocol is
+// Region.Close returns only when each has unmapped them. QPs of one device
+// connected to the same peer device share one mapping of each peer region. The protocol is
 // versioned and every frame is checked (see wire.go); a peer that breaks it
 // loses its connection, and the QP it served goes to ERR.
 //
