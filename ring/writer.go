@@ -208,8 +208,8 @@ type devRegs struct {
 
 // Writer publishes ticks on one topic: it claims sequences at the home and
 // writes each tick into the journal and every target ring, all through
-// queue pairs. One goroutine publishes; AddTarget, RemoveTarget, Stats and
-// Close may be called from others.
+// queue pairs. One goroutine publishes; AddTarget, RemoveTarget and Stats
+// may be called from others; Close once publishing has stopped.
 type Writer struct {
 	_ [LineSize]byte
 	// Publishing goroutine only.
