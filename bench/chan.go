@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"runtime"
 	"time"
 
 	"github.com/tickbus/tickbus/rdma"
@@ -123,7 +122,7 @@ func (c *chanCase) throughput(ctx context.Context, cfg Config, batch int) (phase
 }
 
 // run drives the publisher and subscriber loops in two goroutines, each
-// locked to its own thread (and pinned if configured).
+// pinned to its own CPU if configured.
 func (c *chanCase) run(_ context.Context, cfg Config, mode string, batch int, d time.Duration) (phase, error) {
 	a, b := newChanPipe(cfg.Size, batch), newChanPipe(cfg.Size, 1)
 	newIdle := func() rdma.IdleStrategy { s, _ := rdma.ParseIdle(cfg.Idle); return s }
@@ -145,7 +144,6 @@ func (c *chanCase) run(_ context.Context, cfg Config, mode string, batch int, d 
 	sched := newSchedule(nanotime()+int64(5*time.Millisecond), cfg.Rate, d)
 	start, end, deadline := sched.start, sched.end, sched.deadline
 	go func() {
-		runtime.LockOSThread() // not unlocked: a pinned thread exits with its goroutine
 		if err := pinFromConfig(cfg, 1); err != nil {
 			subDone <- subOut{err: err}
 			return
@@ -155,7 +153,6 @@ func (c *chanCase) run(_ context.Context, cfg Config, mode string, batch int, d 
 	}()
 	var pst txStats
 	go func() {
-		runtime.LockOSThread()
 		if err := pinFromConfig(cfg, 0); err != nil {
 			pubDone <- subOut{err: err}
 			return

@@ -76,6 +76,9 @@ type Config struct {
 	// Out, if set, is the directory for HdrHistogram logs (one .hlog per
 	// case) and the scaling plot.
 	Out string
+	// Profile writes a CPU profile (pprof) of every publisher and
+	// subscriber process under Out, one file per process and run.
+	Profile bool
 	// Logger for control-path events; zerolog.Nop() if zero.
 	Logger zerolog.Logger `yaml:"-"`
 }
@@ -143,6 +146,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Scaling, "scaling", c.Scaling, "run tickbus-shm fan-out (1,2,4,8 subs) and contention (1,2,4 pubs)")
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "short runs: the whole bench ends within 20 s (a smoke check)")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write per-case results to this JSON file")
+	fs.BoolVar(&c.Profile, "pprof", c.Profile, "write a CPU profile of every publisher and subscriber process under --out")
 	fs.StringVar(&c.Out, "out", c.Out, "directory for HdrHistogram logs (.hlog) and the scaling plot (.svg)")
 }
 
@@ -172,6 +176,9 @@ func (c Config) Validate() error {
 		if cpu < 0 || cpu >= 1024 {
 			return bad("cpus", cpu, "0..1023")
 		}
+	}
+	if c.Profile && c.Out == "" {
+		return bad("pprof", c.Profile, "--out set (profiles are written there)")
 	}
 	if _, err := ring.ParseMode(c.RingMode); err != nil {
 		return bad("ring-mode", c.RingMode, "lossy or reliable")

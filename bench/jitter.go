@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +61,6 @@ func jitterMain(args []string) int {
 	done := make(chan res, 2)
 	for k := range 2 {
 		go func() {
-			runtime.LockOSThread()
 			if len(pins) > 0 {
 				if err := pinThread(pins[k%len(pins)]); err != nil {
 					done <- res{err: err}

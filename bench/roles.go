@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"time"
 
 	"github.com/tickbus/tickbus/internal/child"
@@ -53,6 +52,7 @@ type roleArgs struct {
 	claim    string // cas or faa
 	pubs     int
 	subs     int
+	pprof    string // CPU profile file, or none
 }
 
 func (a roleArgs) argv() []string {
@@ -63,6 +63,7 @@ func (a roleArgs) argv() []string {
 		"-idle", a.idle, "-cpu", fmt.Sprint(a.cpu), "-url", a.url,
 		"-index", fmt.Sprint(a.index), "-peers", fmt.Sprint(a.peers),
 		"-ring-mode", a.ringMode, "-claim", a.claim, "-pubs", fmt.Sprint(a.pubs), "-subs", fmt.Sprint(a.subs),
+		"-pprof", a.pprof,
 	}
 }
 
@@ -85,6 +86,7 @@ func parseRoleArgs(args []string) (roleArgs, error) {
 	fs.StringVar(&a.claim, "claim", "cas", "")
 	fs.IntVar(&a.pubs, "pubs", 1, "")
 	fs.IntVar(&a.subs, "subs", 1, "")
+	fs.StringVar(&a.pprof, "pprof", "", "")
 	if err := fs.Parse(args); err != nil {
 		return a, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
@@ -126,7 +128,6 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	runtime.LockOSThread()
 	if a.cpu >= 0 {
 		if err := pinThread(a.cpu); err != nil {
 			return fail(err)
@@ -166,6 +167,10 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 		end := start + int64(a.duration)
 		deadline := end + int64(grace)
 		var st txStats
+		stopProf, perr := startProfile(a.pprof)
+		if perr != nil {
+			return fail(perr)
+		}
 		cpu0 := selfCPU()
 		switch a.mode {
 		case modeThroughput:
@@ -173,6 +178,7 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 		default:
 			st, err = pacedLoop(tx, rx, idle, newSchedule(start, a.rate, a.duration))
 		}
+		err = errors.Join(err, stopProf())
 		r := report{Done: true, Sent: st.sent, Unsent: st.unsent, StartNs: st.startNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
 		if err != nil {
 			r.Err = err.Error()
@@ -196,8 +202,13 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 	// The publisher starts within a moment of our ready line; allow for a
 	// slow start of its process on a busy machine.
 	deadline := nanotime() + int64(a.duration) + int64(grace) + int64(10*time.Second)
+	stopProf, perr := startProfile(a.pprof)
+	if perr != nil {
+		return fail(perr)
+	}
 	cpu0 := selfCPU()
 	st, err := subLoop(rx, tx, a.mode == modeLatency, a.pubs, deadline)
+	err = errors.Join(err, stopProf())
 	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
 	if err != nil {
 		r.Err = err.Error()

@@ -119,6 +119,7 @@ func (c *tickbusCase) run(ctx context.Context, cfg Config, mode string, batch, p
 		if side == sidePub {
 			a.peers = subs
 		}
+		a.pprof = profilePath(cfg, a, side)
 		p, err := startProc(ctx, fmt.Sprintf("%s %s %d", c.name, side, i), roleTB, append([]string{side}, a.argv()...), nil)
 		if err != nil {
 			return nil, err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -412,7 +411,6 @@ func tbMain(args []string) int {
 	if pp && (a.pubs != 1 || a.subs != 1) {
 		return fail(fmt.Errorf("%w: ping-pong runs one publisher and one subscriber", ErrInvalidConfig))
 	}
-	runtime.LockOSThread()
 	if a.cpu >= 0 {
 		if err := pinThread(a.cpu); err != nil {
 			return fail(err)
@@ -528,12 +526,17 @@ func tbMain(args []string) int {
 		end := start + int64(a.duration)
 		deadline := end + int64(grace)
 		var st txStats
+		stopProf, perr := startProfile(a.pprof)
+		if perr != nil {
+			return fail(perr)
+		}
 		cpu0 := selfCPU()
 		if a.mode == modeThroughput {
 			st, err = floodLoop(tx, a.batch, start, end, deadline)
 		} else {
 			st, err = pacedLoop(tx, rx, idle, newSchedule(start, a.rate, a.duration))
 		}
+		err = errors.Join(err, stopProf())
 		r := report{Done: true, Sent: st.sent, Unsent: st.unsent, StartNs: st.startNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
 		if err == nil {
 			err = n.drain(0)
@@ -541,11 +544,16 @@ func tbMain(args []string) int {
 		return finish(out, eof, r, err)
 	}
 	deadline := nanotime() + int64(a.duration) + int64(grace) + int64(10*time.Second)
+	stopProf, perr := startProfile(a.pprof)
+	if perr != nil {
+		return fail(perr)
+	}
 	cpu0 := selfCPU()
 	st, err := subLoop(rx, tx, a.mode == modeLatency, a.pubs, deadline)
 	if errors.Is(err, errStopped) {
 		err = nil // every publisher is done; the lost end marks are counted as lost sequences already
 	}
+	err = errors.Join(err, stopProf())
 	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
 	if err == nil && tx != nil {
 		err = n.drain(1)
