@@ -111,5 +111,7 @@ type ConnectReply struct {
 // requester's provider, connect it to req.Endpoint, and reply with its
 // endpoint and the region descriptor. An error is sent back to the
 // requester, whose Connect fails with ErrConnectRefused. The context ends
-// with the request timeout or when the node closes.
+// with the request timeout or when the node closes. Each request runs on its
+// own goroutine, which Node.Close waits for: an AcceptFunc must not call
+// Node.Close.
 type AcceptFunc func(ctx context.Context, req ConnectRequest) (ConnectReply, error)
