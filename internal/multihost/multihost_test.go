@@ -1,0 +1,345 @@
+package multihost_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/internal/child"
+	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/internal/netns"
+	"github.com/tickbus/tickbus/publisher"
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/subscriber"
+	"github.com/tickbus/tickbus/tick"
+)
+
+const (
+	rolePub = "multihost-pub"
+	roleSub = "multihost-sub"
+	topic   = "mh"
+)
+
+func init() {
+	child.Register(rolePub, pubMain)
+	child.Register(roleSub, subMain)
+}
+
+func TestMain(m *testing.M) {
+	child.Main()
+	os.Exit(m.Run())
+}
+
+// flags every role takes: its NATS server, the address its tcp device
+// listens on (its namespace's), its name (node and host id) and the tick
+// count.
+type roleFlags struct {
+	nats, host, name string
+	n, subs          int
+}
+
+func parse(name string, args []string) (roleFlags, error) {
+	var f roleFlags
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&f.nats, "nats", "", "NATS URL")
+	fs.StringVar(&f.host, "host", "127.0.0.1", "tcp listen address")
+	fs.StringVar(&f.name, "name", "", "node and host id")
+	fs.IntVar(&f.n, "n", 1000, "ticks")
+	fs.IntVar(&f.subs, "subs", 1, "subscribers to wait for")
+	return f, fs.Parse(args)
+}
+
+// open connects a node to its host's NATS server and opens its devices
+// with the tcp provider listening on the host's address.
+func open(ctx context.Context, f roleFlags) (*bus.Node, *devices.Set, error) {
+	node, err := bus.Open(ctx, bus.Config{NodeID: f.name, HostID: f.name, NATS: bus.NATSConfig{URLs: []string{f.nats}}, Logger: &logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	return node, devices.New(devices.Config{HostID: node.HostID(), TCPListen: net.JoinHostPort(f.host, "0"), Logger: logger}), nil
+}
+
+// logger writes the roles' control-path logs to stderr, which the test
+// prints when a role fails.
+var logger = zerolog.New(os.Stderr).With().Timestamp().Logger().Level(zerolog.InfoLevel)
+
+// pubMain waits for -subs subscribers, publishes -n ticks and prints
+// "DONE <last seq>".
+func pubMain(args []string) int {
+	fail := func(err error) int { fmt.Printf("ERR %v\n", err); return 1 }
+	f, err := parse(rolePub, args)
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	node, devs, err := open(ctx, f)
+	if err != nil {
+		return fail(err)
+	}
+	defer node.Close()
+	defer devs.Close()
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: topic, Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, Logger: logger})
+	if err != nil {
+		return fail(err)
+	}
+	defer pub.Close()
+	if err := pub.WaitSubscribers(ctx, f.subs); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintln(os.Stderr, "publisher: subscribers connected; publishing")
+	feed, err := publisher.NewFeed(publisher.DefaultFeedConfig())
+	if err != nil {
+		return fail(err)
+	}
+	var tk tick.Tick
+	var last uint64
+	for i := 0; i < f.n; i++ {
+		feed.Next(&tk, time.Now().UnixNano())
+		tk.PubTime = time.Now().UnixNano()
+		if last, err = pub.PublishTick(&tk); err != nil {
+			return fail(fmt.Errorf("tick %d: %w", i, err))
+		}
+	}
+	fmt.Printf("DONE %d\n", last)
+	return 0
+}
+
+// collector keeps what a subscriber delivers: count, order, checksum.
+type collector struct {
+	mu      sync.Mutex
+	n       int
+	first   uint64
+	last    uint64
+	inOrder bool
+	sum     uint64 // FNV-1a of the sequence numbers and payloads in order
+	events  int
+}
+
+func (c *collector) OnTicks(ts []ring.Tick) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := fnv.New64a()
+	for _, t := range ts {
+		if c.n == 0 {
+			c.first, c.inOrder = t.Seq, true
+		} else if t.Seq != c.last+1 {
+			c.inOrder = false
+		}
+		c.last = t.Seq
+		c.n++
+		h.Reset()
+		fmt.Fprintf(h, "%d:%x:%d", c.sum, t.Payload, t.Seq)
+		c.sum = h.Sum64()
+	}
+}
+
+func (c *collector) OnEvent(ring.Event) {
+	c.mu.Lock()
+	c.events++
+	c.mu.Unlock()
+}
+
+// subMain prints "READY", then, once it has -n ticks (or 90s passed),
+// "DONE n=… first=… last=… inorder=… lost=… events=… sum=…".
+func subMain(args []string) int {
+	fail := func(err error) int { fmt.Printf("ERR %v\n", err); return 1 }
+	f, err := parse(roleSub, args)
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	node, devs, err := open(ctx, f)
+	if err != nil {
+		return fail(err)
+	}
+	defer node.Close()
+	defer devs.Close()
+	var c collector
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: topic, Provider: rdma.ProviderTCP,
+		Idle: rdma.Yield{}, StatsInterval: -1, Logger: logger}, &c)
+	if err != nil {
+		return fail(err)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- sub.Run(ctx) }()
+	fmt.Println("READY")
+	for ctx.Err() == nil {
+		c.mu.Lock()
+		done := c.n >= f.n
+		c.mu.Unlock()
+		if done {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	closeErr := sub.Close()
+	if err := errors.Join(closeErr, <-runErr); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fail(err)
+	}
+	cnt := sub.Counters()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Printf("DONE n=%d first=%d last=%d inorder=%v lost=%d events=%d sum=%x\n",
+		c.n, c.first, c.last, c.inOrder, cnt.Lost(), c.events, c.sum)
+	return 0
+}
+
+// proc is a role running inside a namespace.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	lines  chan string
+	stderr strings.Builder
+	mu     sync.Mutex
+	done   chan struct{}
+}
+
+func start(t *testing.T, n *netns.Net, host int, name, role string, args ...string) *proc {
+	t.Helper()
+	base, err := child.Command(context.Background(), role, args...)
+	require.NoError(t, err)
+	cmd := n.Command(context.Background(), host, base.Path, base.Args[1:]...)
+	cmd.Env = base.Env
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	p := &proc{name: name, cmd: cmd, lines: make(chan string, 16), done: make(chan struct{})}
+	cmd.Stderr = writerFunc(func(b []byte) (int, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.stderr.Write(b)
+	})
+	require.NoError(t, cmd.Start())
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+		io.Copy(io.Discard, out)
+	}()
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (w writerFunc) Write(b []byte) (int, error) { return w(b) }
+
+// expect waits for the process's next line and returns what follows want.
+func (p *proc) expect(t *testing.T, want string, timeout time.Duration) string {
+	t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			<-p.done
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			t.Fatalf("%s exited before %q: %v\nstderr:\n%s", p.name, want, p.cmd.ProcessState, p.stderr.String())
+		}
+		rest, found := strings.CutPrefix(l, want)
+		if !found {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			t.Fatalf("%s said %q, want %q\nstderr:\n%s", p.name, l, want, p.stderr.String())
+		}
+		return strings.TrimSpace(rest)
+	case <-time.After(timeout):
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		t.Fatalf("%s: no %q within %v\nstderr:\n%s", p.name, want, timeout, p.stderr.String())
+	}
+	return ""
+}
+
+func fields(s string) map[string]string {
+	m := map[string]string{}
+	for _, f := range strings.Fields(s) {
+		k, v, _ := strings.Cut(f, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// TestMultiHost: three hosts (network namespaces) with a nats-server each,
+// clustered; a publisher on host A, subscribers on hosts B and C, each
+// node talking to its own host's server. Discovery crosses the NATS
+// cluster; ticks go host to host over the tcp provider. Both subscribers
+// get every tick, in order, with nothing lost, and the same sequence.
+func TestMultiHost(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		t.Skipf("needs network namespaces to stand in for hosts: %v", err)
+	}
+	// Every tick is a compare-and-swap on the topic's home through a QP
+	// (a round trip even on the home's own host) plus the writes: a few
+	// thousand keep the test within CI time on a shared machine.
+	ticks := 5000
+	if testing.Short() {
+		ticks = 1000
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	n, err := netns.New(ctx, netns.Config{Hosts: 3})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, n.Close()) })
+	servers, err := n.StartNATS(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Stop()
+		}
+	})
+
+	role := func(host int, name, r string, extra ...string) *proc {
+		args := append([]string{"-nats", servers[host].URL, "-host", n.Hosts[host].Addr, "-name", name,
+			"-n", strconv.Itoa(ticks)}, extra...)
+		return start(t, n, host, name, r, args...)
+	}
+	subB := role(1, "host-b", roleSub)
+	subC := role(2, "host-c", roleSub)
+	subB.expect(t, "READY", 30*time.Second)
+	subC.expect(t, "READY", 30*time.Second)
+	pub := role(0, "host-a", rolePub, "-subs", "2")
+	last := pub.expect(t, "DONE", 60*time.Second)
+	require.Equal(t, strconv.Itoa(ticks), last, "the publisher's last sequence")
+
+	var sums []string
+	for _, s := range []*proc{subB, subC} {
+		got := fields(s.expect(t, "DONE", 90*time.Second))
+		assert.Equal(t, strconv.Itoa(ticks), got["n"], "%s received every tick", s.name)
+		assert.Equal(t, "1", got["first"], s.name)
+		assert.Equal(t, strconv.Itoa(ticks), got["last"], s.name)
+		assert.Equal(t, "true", got["inorder"], "%s in order", s.name)
+		assert.Equal(t, "0", got["lost"], "%s lost nothing", s.name)
+		assert.Equal(t, "0", got["events"], "%s saw no gap or overrun", s.name)
+		sums = append(sums, got["sum"])
+	}
+	assert.Equal(t, sums[0], sums[1], "both hosts saw the same ticks in the same order")
+}
