@@ -4,7 +4,8 @@
 //
 // Cases (Config.Cases, table order):
 //
-//	tickbus-shm  tickbus publisher and subscriber in two processes over the shm provider
+//	tickbus-shm  ring writer and reader in two processes over the shm provider;
+//	             the topic's home (sequence counter) in this process
 //	tickbus-tcp  the same over the tcp provider on loopback
 //	nats         NATS core pub/sub through a nats-server in its own process,
 //	             nats.go publisher and subscriber in two more processes
@@ -14,23 +15,47 @@
 //	jitter       two spinning threads measuring their own lateness on the
 //	             latency run's schedule: the platform's own noise
 //
-// Method. Every transport is driven by the same publisher and subscriber
-// loops (loops.go). A latency run paces sends at Config.Rate; each message
-// carries its intended send time, and the subscriber records receive time
-// minus intended time into an HdrHistogram (1 ns .. 10 s, 3 digits), so a
-// stalled publisher cannot hide its stall (no coordinated omission). Clocks
-// are CLOCK_MONOTONIC, shared by all processes of the host. A throughput run
-// sends as fast as the transport accepts for Config.ThroughputDuration, one
-// tick per send ("single") and Config.Batch ticks per send ("batched"); the
-// subscriber's count over the time from the publisher's start to the last
-// delivery is the figure. CPU seconds per million ticks are the user+system
-// time (getrusage) of every process of the case (or this process for the
-// in-process cases) over a throughput run, per delivered tick. Runs go one
-// after another, never concurrently; every loop is bounded by a deadline.
+// The message is the same everywhere: a u64 sequence and the 56-byte tick of
+// package tick (64 bytes; Config.Size pads it), encoded by the publisher
+// and decoded (validated) by the subscriber of every case. The tickbus
+// cases drive package ring directly (no NATS: descriptors and endpoints go
+// over the children's stdin and stdout, see tbwire.go), so they measure
+// exactly the data path.
 //
-// Output: a table on stdout; Config.JSON, one object per case; under
-// Config.Out one HdrHistogram log (.hlog) per case, scaling.svg and
-// scaling.json.
+// Method. Every transport is driven by the same publisher and subscriber
+// loops (loops.go) through the same idle strategy. A latency run paces
+// sends at Config.Rate; each tick carries its intended send time and the
+// subscriber records receive time minus intended time into an HdrHistogram
+// (1 ns .. 10 s, 3 digits), so a stalled publisher cannot hide its stall (no
+// coordinated omission). A publisher that falls so far behind that it has
+// not sent everything by a bound (the run's end plus its length, at least
+// 1 s) stops, and each unsent tick enters the histogram at bound minus
+// intended time, a lower bound; the row says how many. Clocks are
+// CLOCK_MONOTONIC (runtime nanotime, vDSO), the same in every process of
+// the host. Ping-pong (Config.PingPong) sends each tick back on a second
+// topic and records the round trip at the publisher the same way.
+//
+// A throughput run sends as fast as the transport accepts for
+// Config.ThroughputDuration, one tick per send ("single") and Config.Batch
+// per send ("batched": ring PublishBatch, one floor room check, one channel
+// element, one NATS message of Batch ticks); the figure is the slowest
+// subscriber's count over the time from the publisher's start to its last
+// delivery. Loss is counted from sequence gaps, never hidden. CPU seconds
+// per million ticks are the user+system time (getrusage) of every process of
+// the case over its run loop (the NATS server's from /proc; for tickbus,
+// this process's too, as it hosts the homes), per delivered tick, over both
+// throughput runs. Scaling (Config.Scaling) runs tickbus-shm with 1, 2, 4, 8
+// subscribers and with 1, 2, 4 publishers on one counter.
+//
+// Runs go one after another, never concurrently; every loop and wait is
+// bounded by a deadline; every child is stopped (killed if it hangs) when
+// its run ends. Hot threads are pinned with Config.CPUs (and only then
+// locked to their threads).
+//
+// Output: a table on stdout; Config.JSON, one object per case (fields of
+// Result; a figure a case lacks is null and its note says why); under
+// Config.Out one HdrHistogram log (.hlog) per case, scaling.json,
+// scaling.svg and, with Config.Profile, one CPU profile per child process.
 //
 // Child processes run through internal/child roles registered in this
 // package's init; main and any TestMain that runs the bench call
