@@ -446,3 +446,28 @@ func TestConnect_OnePeerOnly(t *testing.T) {
 	assert.Equal(t, rdma.QPReadyToSend, v.State(), "v is unaffected")
 	require.NoError(t, w.Connect(ctx5(t), v.LocalEndpoint()), "w, v's named peer, gets in")
 }
+
+// A connected peer that never acks a region push costs RegisterMemory at
+// most ControlTimeout; that peer loses its connection (its QP here goes to
+// ERR) and everything else goes on.
+func TestRegisterMemory_SilentPeer_BoundedAndDropped(t *testing.T) {
+	d := openTestDevice(t, Config{ControlTimeout: 200 * time.Millisecond})
+	a, _, cq, mr := connectedPair(t, d)
+	victim := newTestQP(t, d, nil)
+	c := rawDial(t, d.Addr())
+	require.NoError(t, c.send(frame{typ: frameHello, dstQPN: victim.num, dstNonce: victim.nonce, srcQPN: 1}, -1, time.Second))
+	for {
+		f, fd, err := c.recv(time.Now().Add(5 * time.Second))
+		require.NoError(t, err)
+		closeFD(fd)
+		if f.typ == frameReady {
+			break
+		}
+	}
+	t0 := time.Now()
+	_, err := d.RegisterMemory(4096, rdma.AccessRemote)
+	require.NoError(t, err, "returns (the package's -timeout catches a hang)")
+	t.Logf("RegisterMemory with a silent peer took %v (ControlTimeout 200ms)", time.Since(t0))
+	require.Eventually(t, func() bool { return victim.State() == rdma.QPError }, 5*time.Second, time.Millisecond)
+	writeOK(t, a, cq, mr)
+}
