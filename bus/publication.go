@@ -125,7 +125,6 @@ func (n *Node) Publish(ctx context.Context, spec PublishSpec) (*Publication, err
 		p.subscriberUp(s)
 	}
 	n.addPubLocked(p.info())
-	n.counters.publications.Add(1)
 	n.mu.Unlock()
 
 	p.announce()

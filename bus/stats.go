@@ -42,7 +42,6 @@ type counters struct {
 	heartbeatsSent, messagesIn, announcementsIn atomic.Uint64
 	connectsMade, connectsFailed                atomic.Uint64
 	connectsServed, connectsRefused             atomic.Uint64
-	publications, subscriptions                 atomic.Int64 // ever opened
 
 	mu      sync.Mutex
 	ignored map[string]uint64

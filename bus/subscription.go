@@ -88,7 +88,6 @@ func (n *Node) Subscribe(_ context.Context, spec SubscribeSpec) (*Subscription, 
 		s.publisherUp(p)
 	}
 	n.addSubLocked(s.info())
-	n.counters.subscriptions.Add(1)
 	n.mu.Unlock()
 
 	s.announce()
