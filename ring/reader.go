@@ -48,18 +48,21 @@ type Reader struct {
 	into intoHandler
 
 	// Credits (reliable mode): the list is copy-on-write.
-	creditMu   sync.Mutex
-	credits    atomic.Pointer[[]*credit]
-	creditBuf  [8]byte
-	cq         rdma.CompletionQueue
-	comps      [16]rdma.Completion
-	signaled   int // signalled requests not yet reaped
-	journal    *journal
-	journalMu  sync.Mutex // SetJournal against closeJournal
-	log        zerolog.Logger
-	closed     atomic.Bool
-	stats      readerStats
-	recovering bool
+	creditMu  sync.Mutex
+	credits   atomic.Pointer[[]*credit]
+	creditBuf [8]byte
+	cq        rdma.CompletionQueue
+	comps     [16]rdma.Completion
+	signaled  int // signalled requests not yet reaped
+	// creditEvery: a credit WRITE once the position moved this far (slots/16),
+	// or when the reader goes idle.
+	creditEvery uint64
+	journal     *journal
+	journalMu   sync.Mutex // SetJournal against closeJournal
+	log         zerolog.Logger
+	closed      atomic.Bool
+	stats       readerStats
+	recovering  bool
 	// pend is an event not yet handed out: adjacent events of one kind
 	// within a poll merge into one (a reader lapped repeatedly while it
 	// catches up reports one overrun range, not one event per sequence).
@@ -103,18 +106,19 @@ type ReaderStats struct {
 
 func newReader(mem []byte, cfg *RingConfig) *Reader {
 	r := &Reader{
-		mem:        mem,
-		slots:      mem[offSlots:],
-		head:       &at[hotLine](mem, offHot).Value,
-		mask:       uint64(cfg.Slots - 1),
-		slotSize:   cfg.SlotSize,
-		lossy:      cfg.Mode == Lossy,
-		next:       cfg.Start,
-		maxBatch:   cfg.MaxBatch,
-		batch:      make([]Tick, cfg.MaxBatch),
-		gapTimeout: int64(cfg.GapTimeout),
-		cq:         cfg.CQ,
-		log:        cfg.Logger,
+		mem:         mem,
+		slots:       mem[offSlots:],
+		head:        &at[hotLine](mem, offHot).Value,
+		mask:        uint64(cfg.Slots - 1),
+		slotSize:    cfg.SlotSize,
+		lossy:       cfg.Mode == Lossy,
+		next:        cfg.Start,
+		maxBatch:    cfg.MaxBatch,
+		batch:       make([]Tick, cfg.MaxBatch),
+		gapTimeout:  int64(cfg.GapTimeout),
+		creditEvery: uint64(max(1, cfg.Slots/16)),
+		cq:          cfg.CQ,
+		log:         cfg.Logger,
 	}
 	if r.lossy {
 		r.scratch = make([]byte, cfg.MaxBatch*cfg.SlotSize)
@@ -275,10 +279,7 @@ func (r *Reader) poll(h Handler, limit int) int {
 	if work > 0 {
 		return work
 	}
-	if r.gapTimeout > 0 {
-		return r.idleCheck(h)
-	}
-	return 0
+	return r.idleCheck(h)
 }
 
 // flush hands the pending run of n ticks to h and returns 0.
@@ -370,10 +371,13 @@ func (r *Reader) lost(h Handler, kind EventKind, from, to, newest uint64) int {
 func (r *Reader) progress() {
 	r.head.Store(r.next) // pairs with Head/Stats loads and remote READs of the header
 	r.gapSince = 0
-	r.sendCredits()
+	r.sendCredits(false)
 }
 
-func (r *Reader) sendCredits() {
+// sendCredits writes the reader's position to every writer's credit cell
+// that is creditEvery or more behind it (all that are behind, with force:
+// the idle path, so a writer always learns the final position).
+func (r *Reader) sendCredits(force bool) {
 	cl := *r.credits.Load() // pairs with the Store in AddCredit/RemoveCredit
 	if len(cl) == 0 {
 		return
@@ -383,7 +387,7 @@ func (r *Reader) sendCredits() {
 	}
 	binary.LittleEndian.PutUint64(r.creditBuf[:], r.next)
 	for _, c := range cl {
-		if c.failed || c.sent == r.next {
+		if c.failed || c.sent == r.next || (!force && r.next-c.sent < r.creditEvery) {
 			continue
 		}
 		c.wr.Flags = rdma.FlagInline
@@ -452,7 +456,10 @@ func (r *Reader) idleCheck(h Handler) int {
 		return 0
 	}
 	if cl := *r.credits.Load(); len(cl) > 0 {
-		r.sendCredits() // a credit added since the last progress learns our position
+		r.sendCredits(true) // the position since the last credit WRITE, and new credits
+	}
+	if r.gapTimeout <= 0 {
+		return 0
 	}
 	now := monoNs()
 	if r.gapSince == 0 || r.gapFrom != r.next {

@@ -553,3 +553,32 @@ func TestRing_Reliable_WithoutCreditCell_WriterReadsHead(t *testing.T) {
 		require.Equal(t, payloadFor(uint64(i+1), 8), tk.Payload)
 	}
 }
+
+// Credits go out every slots/16 sequences while the reader is busy, and
+// whatever is left once it goes idle, gap detection on or off.
+func TestReader_Credits_BatchedThenFlushedWhenIdle(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64, Mode: Reliable, GapTimeout: -1})
+	for i := uint64(1); i <= 10; i++ {
+		_, err := tp.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+	}
+	cell := tp.w.targets.Load().all[0].cell
+	require.Equal(t, uint64(1), cell.Next.Load(), "the cell starts at the ring's start")
+	rd := r.Reader()
+	var c collector
+	rd.Poll(&c)
+	require.Len(t, c.ticks, 10)
+	assert.Equal(t, uint64(11), cell.Next.Load(), "10 >= slots/16: a credit WRITE")
+	for i := uint64(11); i <= 13; i++ {
+		_, err := tp.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+	}
+	rd.Poll(&c)
+	require.Len(t, c.ticks, 13)
+	assert.Equal(t, uint64(11), cell.Next.Load(), "3 < slots/16: no credit WRITE yet")
+	for i := 0; i < 64; i++ {
+		rd.Poll(&c) // idle
+	}
+	assert.Equal(t, uint64(14), cell.Next.Load(), "flushed when idle")
+}
