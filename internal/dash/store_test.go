@@ -83,3 +83,37 @@ func TestStore_History_DropsOldPoints(t *testing.T) {
 	assert.Equal(t, uint64(6), v[0].Intervals)
 	assert.Equal(t, int64(6), v[0].Total.Count, "the merged histogram keeps everything")
 }
+
+// What one stats message costs the dashboard: decode, merge into the
+// series' histogram, percentiles and the distribution curve.
+func BenchmarkStore_Handle(b *testing.B) {
+	rec := stats.NewRecorder()
+	rep := stats.NewReporter(stats.Meta{Topic: "t", Subscriber: "s"}, rec)
+	st := newStore(zerolog.Nop(), time.Minute, 10, "")
+	msgs := make([][]byte, 64)
+	for i := range msgs {
+		for v := int64(1); v <= 20000; v += 3 {
+			rec.Record(1000 + v*int64(i+1))
+		}
+		time.Sleep(time.Millisecond)
+		m, err := rep.Next(stats.Counters{Received: uint64(i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if msgs[i], err = stats.Encode(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i%len(msgs) == 0 { // a fresh store so that intervals stay in order
+			st = newStore(zerolog.Nop(), time.Minute, 10, "")
+		}
+		st.handle("tickbus.stats.t.s", msgs[i%len(msgs)])
+		i++
+	}
+	if acc, rej := st.counts(); acc == 0 {
+		b.Fatalf("nothing accepted: %v", rej)
+	}
+}
