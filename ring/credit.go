@@ -28,8 +28,9 @@ type credit struct {
 // AddCredit starts writing the reader's consumed position into a writer's
 // credit cell (reliable mode): d is what that writer's AddTarget returned
 // for this ring, qp a QP of this subscriber connected to the writer's
-// device, with RingConfig.CQ as its send CQ. The position is written after
-// every poll that advanced it, as one 8-byte inline WRITE per writer.
+// device, with RingConfig.CQ as its send CQ. The position is written as
+// one 8-byte inline WRITE per writer whenever it moved slots/16 sequences
+// since the last, and when the reader goes idle.
 func (r *Reader) AddCredit(qp rdma.QueuePair, d CreditDesc) error {
 	if qp == nil {
 		return fmt.Errorf("%w: credit QP is nil", ErrInvalidConfig)

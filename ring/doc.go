@@ -95,8 +95,9 @@
 // reliable ring AddTarget returns a CreditDesc naming a credit cell in the
 // writer's memory, initialised to the ring's Start; the subscriber must be
 // told it and call Reader.AddCredit with a QP to the writer's device. The
-// reader then WRITEs its position into the cell after every poll that
-// advanced it. A writer's room is the minimum over its reliable targets of
+// reader then WRITEs its position into the cell (8 inline bytes) whenever
+// it moved slots/16 sequences since the last WRITE, and when it goes idle.
+// A writer's room is the minimum over its reliable targets of
 // position+slots, cached and re-read only when the ring looks full; it waits
 // through its IdleStrategy and fails with ErrBackPressure after Timeout.
 // When a ring looks full by its cell, the writer also READs the ring's head
