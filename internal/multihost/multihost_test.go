@@ -54,6 +54,7 @@ func TestMain(m *testing.M) {
 type roleFlags struct {
 	nats, host, name string
 	n, subs          int
+	rate             float64
 }
 
 func parse(name string, args []string) (roleFlags, error) {
@@ -64,6 +65,7 @@ func parse(name string, args []string) (roleFlags, error) {
 	fs.StringVar(&f.name, "name", "", "node and host id")
 	fs.IntVar(&f.n, "n", 1000, "ticks")
 	fs.IntVar(&f.subs, "subs", 1, "subscribers to wait for")
+	fs.Float64Var(&f.rate, "rate", 0, "ticks per second; 0 as fast as possible")
 	return f, fs.Parse(args)
 }
 
@@ -106,6 +108,8 @@ func pubMain(args []string) int {
 		return fail(err)
 	}
 	fmt.Fprintln(os.Stderr, "publisher: subscribers connected; publishing")
+	fmt.Println("PUBLISHING")
+	start := time.Now()
 	feed, err := publisher.NewFeed(publisher.DefaultFeedConfig())
 	if err != nil {
 		return fail(err)
@@ -117,6 +121,11 @@ func pubMain(args []string) int {
 		tk.PubTime = time.Now().UnixNano()
 		if last, err = pub.PublishTick(&tk); err != nil {
 			return fail(fmt.Errorf("tick %d: %w", i, err))
+		}
+		if f.rate > 0 {
+			if d := time.Until(start.Add(time.Duration(float64(i+1) / f.rate * float64(time.Second)))); d > 0 {
+				time.Sleep(d)
+			}
 		}
 	}
 	fmt.Printf("DONE %d\n", last)
@@ -327,6 +336,7 @@ func TestMultiHost(t *testing.T) {
 	subB.expect(t, "READY", 30*time.Second)
 	subC.expect(t, "READY", 30*time.Second)
 	pub := role(0, "host-a", rolePub, "-subs", "2")
+	pub.expect(t, "PUBLISHING", 60*time.Second)
 	last := pub.expect(t, "DONE", 60*time.Second)
 	require.Equal(t, strconv.Itoa(ticks), last, "the publisher's last sequence")
 
@@ -342,4 +352,50 @@ func TestMultiHost(t *testing.T) {
 		sums = append(sums, got["sum"])
 	}
 	assert.Equal(t, sums[0], sums[1], "both hosts saw the same ticks in the same order")
+}
+
+// TestMultiHost_SubscriberHostDies_PublisherGoesOn: host C's subscriber is
+// killed mid-stream; the publisher on A keeps publishing, and host B still
+// gets every tick in order with nothing lost.
+func TestMultiHost_SubscriberHostDies_PublisherGoesOn(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		t.Skipf("needs network namespaces to stand in for hosts: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("kills a process mid-stream and waits for the bus to notice; skipped with -short")
+	}
+	const ticks, rate = 3000, 1000
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	n, err := netns.New(ctx, netns.Config{Hosts: 3})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, n.Close()) })
+	servers, err := n.StartNATS(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Stop()
+		}
+	})
+	role := func(host int, name, r string, extra ...string) *proc {
+		args := append([]string{"-nats", servers[host].URL, "-host", n.Hosts[host].Addr, "-name", name,
+			"-n", strconv.Itoa(ticks)}, extra...)
+		return start(t, n, host, name, r, args...)
+	}
+	subB := role(1, "host-b", roleSub)
+	subC := role(2, "host-c", roleSub)
+	subB.expect(t, "READY", 30*time.Second)
+	subC.expect(t, "READY", 30*time.Second)
+	pub := role(0, "host-a", rolePub, "-subs", "2", "-rate", strconv.Itoa(rate))
+	pub.expect(t, "PUBLISHING", 60*time.Second)
+	time.Sleep(time.Second) // about a third of the stream
+	require.NoError(t, subC.cmd.Process.Kill())
+	<-subC.done
+
+	last := pub.expect(t, "DONE", 60*time.Second)
+	require.Equal(t, strconv.Itoa(ticks), last, "the publisher published every tick")
+	got := fields(subB.expect(t, "DONE", 60*time.Second))
+	assert.Equal(t, strconv.Itoa(ticks), got["n"], "host B received every tick")
+	assert.Equal(t, "true", got["inorder"])
+	assert.Equal(t, "0", got["lost"], "host B lost nothing")
 }
