@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
@@ -40,6 +41,8 @@ func natsdMain(args []string) int {
 	cert := fs.String("cert", "", "TLS certificate")
 	key := fs.String("key", "", "TLS key")
 	ca := fs.String("ca", "", "CA that signs client certificates (verify)")
+	operator := fs.String("operator", "", "operator JWT file (decentralised auth)")
+	account := fs.String("account", "", "account JWT file, trusted through -operator")
 	clusterPort := fs.Int("cluster", 0, "cluster (route) port; 0: no cluster")
 	routes := fs.String("routes", "", "comma-separated route URLs to other servers")
 	if err := fs.Parse(args); err != nil {
@@ -51,6 +54,12 @@ func natsdMain(args []string) int {
 		opts.Cluster = server.ClusterOpts{Name: "tickbus-test", Host: "127.0.0.1", Port: *clusterPort}
 		if *routes != "" {
 			opts.Routes = server.RoutesFromStr(*routes)
+		}
+	}
+	if *operator != "" {
+		if err := trustOperator(opts, *operator, *account); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
 	}
 	if *nkey != "" {
@@ -204,4 +213,32 @@ func startNatsd(t *testing.T, port int, extra ...string) (*proc, string) {
 	t.Helper()
 	p := startProc(t, "bus-natsd", append([]string{"-port", strconv.Itoa(port)}, extra...)...)
 	return p, "nats://127.0.0.1:" + strconv.Itoa(port)
+}
+
+// trustOperator sets up operator mode: the operator JWT is trusted and the
+// account JWT is served from memory.
+func trustOperator(opts *server.Options, operatorFile, accountFile string) error {
+	ob, err := os.ReadFile(operatorFile)
+	if err != nil {
+		return err
+	}
+	oc, err := jwt.DecodeOperatorClaims(string(ob))
+	if err != nil {
+		return err
+	}
+	ab, err := os.ReadFile(accountFile)
+	if err != nil {
+		return err
+	}
+	ac, err := jwt.DecodeAccountClaims(string(ab))
+	if err != nil {
+		return err
+	}
+	res := &server.MemAccResolver{}
+	if err := res.Store(ac.Subject, string(ab)); err != nil {
+		return err
+	}
+	opts.TrustedOperators = []*jwt.OperatorClaims{oc}
+	opts.AccountResolver = res
+	return nil
 }

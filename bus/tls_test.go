@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
 
@@ -111,4 +112,50 @@ func TestNode_ExternalServer_NKeySeedFile(t *testing.T) {
 	a, err := openWith(t, "a", url, func(c *bus.NATSConfig) { c.NKeySeedFile = seedFile })
 	require.NoError(t, err)
 	require.True(t, a.Connected())
+}
+
+func TestNode_ExternalServer_CredsFile(t *testing.T) {
+	dir := t.TempDir()
+	op, err := nkeys.CreateOperator()
+	require.NoError(t, err)
+	opPub, err := op.PublicKey()
+	require.NoError(t, err)
+	opJWT, err := jwt.NewOperatorClaims(opPub).Encode(op)
+	require.NoError(t, err)
+	acc, err := nkeys.CreateAccount()
+	require.NoError(t, err)
+	accPub, err := acc.PublicKey()
+	require.NoError(t, err)
+	accJWT, err := jwt.NewAccountClaims(accPub).Encode(op)
+	require.NoError(t, err)
+	creds := func(name string, signer nkeys.KeyPair) string {
+		u, err := nkeys.CreateUser()
+		require.NoError(t, err)
+		uPub, err := u.PublicKey()
+		require.NoError(t, err)
+		uJWT, err := jwt.NewUserClaims(uPub).Encode(signer)
+		require.NoError(t, err)
+		seed, err := u.Seed()
+		require.NoError(t, err)
+		b, err := jwt.FormatUserConfig(uJWT, seed)
+		require.NoError(t, err)
+		p := filepath.Join(dir, name+".creds")
+		require.NoError(t, os.WriteFile(p, b, 0o600))
+		return p
+	}
+	opFile, accFile := filepath.Join(dir, "op.jwt"), filepath.Join(dir, "acc.jwt")
+	require.NoError(t, os.WriteFile(opFile, []byte(opJWT), 0o600))
+	require.NoError(t, os.WriteFile(accFile, []byte(accJWT), 0o600))
+
+	_, url := startNatsd(t, freePort(t), "-operator", opFile, "-account", accFile)
+	stranger, err := nkeys.CreateAccount() // an account the operator never signed
+	require.NoError(t, err)
+	_, err = openWith(t, "stranger", url, func(c *bus.NATSConfig) { c.CredsFile = creds("stranger", stranger) })
+	require.ErrorIs(t, err, bus.ErrConnect)
+	good := creds("user", acc)
+	a, err := openWith(t, "a", url, func(c *bus.NATSConfig) { c.CredsFile = good })
+	require.NoError(t, err)
+	b, err := openWith(t, "b", url, func(c *bus.NATSConfig) { c.CredsFile = good })
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(a.Peers()) == 1 && len(b.Peers()) == 1 }, eventually, tick)
 }
