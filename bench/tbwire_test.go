@@ -52,7 +52,7 @@ func newLoopTopo(t *testing.T, mode ring.Mode) loopTopo {
 	w, err := ring.NewWriter(ring.WriterConfig{Device: dev, CQ: wcq, HomeQP: wq, Home: home.Desc(), Idle: rdma.Yield{}, Timeout: 5 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, w.Close()) })
-	r, err := ring.NewRing(dev, ring.RingConfig{SlotSize: tbSlotSize(64), Mode: mode, CQ: rcq})
+	r, err := ring.NewRing(dev, ring.RingConfig{SlotSize: tbSlotSize(64), Mode: mode, CQ: rcq, MaxBatch: tbReadBatch})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, r.Close()) })
 	tq, rq := pair(wcq, rcq)
@@ -64,7 +64,7 @@ func newLoopTopo(t *testing.T, mode ring.Mode) loopTopo {
 	return loopTopo{
 		home: home.Desc(), ring: r.Desc(), credit: cd,
 		tx: newTBTx(w, 64, 16),
-		rx: &tbRx{r: r.Reader(), buf: make([]byte, tbSlotSize(64)), codec: newCodec(), idle: rdma.Yield{}},
+		rx: newTBRx(r.Reader(), rdma.Yield{}),
 	}
 }
 

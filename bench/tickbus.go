@@ -163,7 +163,7 @@ func (n *tbNode) make(pp bool) (tbMade, error) {
 		if err != nil {
 			return made, err
 		}
-		r, err := ring.NewRing(n.dev, ring.RingConfig{Slots: floorSlots, SlotSize: tbSlotSize(n.a.size), Mode: mode, CQ: cq})
+		r, err := ring.NewRing(n.dev, ring.RingConfig{Slots: floorSlots, SlotSize: tbSlotSize(n.a.size), Mode: mode, CQ: cq, MaxBatch: tbReadBatch})
 		if err != nil {
 			return made, err
 		}
@@ -340,17 +340,30 @@ func (t *tbTx) close() error { return nil } // the node closes the writer
 
 // tbRx reads a ring, one tick per next. Its sequence is the topic's.
 type tbRx struct {
-	r      *ring.Reader
-	t      ring.Tick
-	buf    []byte
-	codec  *msgCodec
-	idle   rdma.IdleStrategy
-	events uint64 // sequences named by loss events
+	r     *ring.Reader
+	codec *msgCodec
+	idle  rdma.IdleStrategy
+	// pend holds what the last Poll delivered (the ring hands out a run of
+	// ticks per call, and a reliable reader writes its credit once per
+	// run); next returns it one tick at a time.
+	pend    []tbItem
+	head    int
+	pendErr error
+	events  uint64 // sequences named by loss events
 	// stopAt is when the parent said every publisher is done (lossy rings
 	// only); after stopQuiet with nothing to read, next reports errStopped.
 	stopAt atomic.Int64
 	lastOK int64
 }
+
+type tbItem struct{ seq, ts int64 }
+
+func newTBRx(r *ring.Reader, idle rdma.IdleStrategy) *tbRx {
+	return &tbRx{r: r, codec: newCodec(), idle: idle, pend: make([]tbItem, 0, tbReadBatch)}
+}
+
+// tbReadBatch bounds one Poll's run of ticks (RingConfig.MaxBatch).
+const tbReadBatch = 256
 
 // stopQuiet is how long a stopped lossy reader waits for in-flight ticks.
 const stopQuiet = int64(500 * time.Millisecond)
@@ -358,22 +371,49 @@ const stopQuiet = int64(500 * time.Millisecond)
 // errStopped: the run ended without every end mark (a lossy ring lost some).
 var errStopped = errors.New("bench: stopped by the parent")
 
+// OnTicks decodes a run of ticks (ring.Handler); the views die on return.
+func (r *tbRx) OnTicks(ticks []ring.Tick) {
+	for i := range ticks {
+		t := &ticks[i]
+		if len(t.Payload) < MinSize {
+			if r.pendErr == nil {
+				r.pendErr = errShortTick
+			}
+			continue
+		}
+		ts, err := r.codec.decodeBody(t.Payload[offTick:])
+		if err != nil {
+			if r.pendErr == nil {
+				r.pendErr = err
+			}
+			continue
+		}
+		r.pend = append(r.pend, tbItem{seq: int64(t.Seq), ts: ts}) // within capacity: at most MaxBatch per call
+	}
+}
+
+// OnEvent counts sequences the ring names as lost (ring.Handler); the
+// subscriber loop counts them again from the sequence gap.
+func (r *tbRx) OnEvent(ev ring.Event) { r.events += ev.Count() }
+
+var errShortTick = fmt.Errorf("bench: tick shorter than %d bytes", MinSize)
+
 func (r *tbRx) next(deadline int64) (int64, int64, error) {
 	for spins := 0; ; spins++ {
-		ok, ev, err := r.r.ReadInto(&r.t, r.buf)
-		if err != nil {
-			return 0, 0, err
+		if r.head < len(r.pend) {
+			it := r.pend[r.head]
+			r.head++
+			return it.seq, it.ts, nil
 		}
-		if ok {
-			r.lastOK = nanotime()
-			if len(r.t.Payload) < MinSize {
-				return 0, 0, fmt.Errorf("bench: tick of %d bytes, want at least %d", len(r.t.Payload), MinSize)
+		if r.pendErr != nil {
+			return 0, 0, r.pendErr
+		}
+		r.pend, r.head = r.pend[:0], 0
+		if n := r.r.Poll(r); n > 0 {
+			r.idle.Idle(n)
+			if len(r.pend) > 0 {
+				r.lastOK = nanotime()
 			}
-			ts, err := r.codec.decodeBody(r.t.Payload[offTick:])
-			return int64(r.t.Seq), ts, err
-		}
-		if ev.Kind != 0 {
-			r.events += ev.Count()
 			continue
 		}
 		r.idle.Idle(0)
@@ -482,7 +522,7 @@ func tbMain(args []string) int {
 	}
 	var trx *tbRx
 	if rs := n.readers[rt]; rs != nil {
-		trx = &tbRx{r: rs.r.Reader(), buf: make([]byte, tbSlotSize(a.size)), codec: newCodec(), idle: idle}
+		trx = newTBRx(rs.r.Reader(), idle)
 		rx = trx
 	}
 	// From here stdin carries control lines: "go" for a publisher, "stop"
