@@ -72,9 +72,15 @@ func (c *RingConfig) setDefaults() error {
 		return fmt.Errorf("%w: Start %d, want 1..2^64-2", ErrInvalidConfig, c.Start)
 	case c.MaxBatch < 1 || c.MaxBatch > 1<<16:
 		return fmt.Errorf("%w: MaxBatch %d, want 1..65536", ErrInvalidConfig, c.MaxBatch)
+	case c.Mode == Lossy && c.MaxBatch*c.SlotSize > maxScratch:
+		return fmt.Errorf("%w: MaxBatch %d × SlotSize %d: a lossy reader copies a batch out, want at most %d bytes",
+			ErrInvalidConfig, c.MaxBatch, c.SlotSize, maxScratch)
 	}
 	return nil
 }
+
+// maxScratch bounds a lossy reader's copy area (MaxBatch slots).
+const maxScratch = 64 << 20
 
 // Ring is one subscriber's ring region, registered on the subscriber's
 // device, and its single Reader. Writers reach it through queue pairs with

@@ -381,7 +381,7 @@ func TestWriter_AddRemoveTarget_WhilePublishing(t *testing.T) {
 
 func TestConfigs_RejectBadValuesNamingThem(t *testing.T) {
 	dev := openDev(t)
-	for _, rc := range []RingConfig{{Slots: 3}, {SlotSize: 100}, {Mode: 9}, {MaxBatch: -1}, {Slots: -4}} {
+	for _, rc := range []RingConfig{{Slots: 3}, {SlotSize: 100}, {Mode: 9}, {MaxBatch: -1}, {Slots: -4}, {MaxBatch: 1 << 16, SlotSize: 4096}} {
 		_, err := NewRing(dev, rc)
 		require.ErrorIs(t, err, ErrInvalidConfig, "%+v", rc)
 	}
