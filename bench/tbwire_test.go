@@ -23,7 +23,7 @@ type loopTopo struct {
 	credit ring.CreditDesc
 }
 
-func newLoopTopo(t *testing.T, mode ring.Mode) loopTopo {
+func newLoopTopo(t testing.TB, mode ring.Mode) loopTopo {
 	t.Helper()
 	dev, err := shm.Open(shm.Config{HostID: tbHostID})
 	require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 )
 
 // floorPair maps one floor region twice, as two processes would.
-func floorPair(t *testing.T, size int) (*floorTx, *floorRx) {
+func floorPair(t testing.TB, size int) (*floorTx, *floorRx) {
 	t.Helper()
 	m, err := shmem.Alloc("bench-test", floorRegionSize(size))
 	require.NoError(t, err)

@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tickbus/tickbus/ring"
+)
+
+// Per-tick cost of each transport's send and receive on one goroutine (no
+// second core involved): what the harness adds around a figure. The
+// cross-core figures are tickbus bench's.
+func benchSendNext(b *testing.B, tx txPort, rx rxPort) {
+	b.Helper()
+	deadline := nanotime() + int64(time.Hour)
+	h := newHist()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := tx.send(int64(i), nanotime(), deadline); err != nil {
+			b.Fatal(err)
+		}
+		_, ts, err := rx.next(deadline)
+		if err != nil {
+			b.Fatal(err)
+		}
+		record(h, nanotime()-ts)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(h.ValueAtQuantile(50)), "p50-ns")
+	b.ReportMetric(float64(h.ValueAtQuantile(99)), "p99-ns")
+	b.ReportMetric(float64(h.ValueAtQuantile(99.9)), "p99.9-ns")
+}
+
+func BenchmarkFloor_SendNext(b *testing.B) {
+	tx, rx := floorPair(b, 64)
+	benchSendNext(b, tx, rx)
+}
+
+func BenchmarkChan_SendNext(b *testing.B) {
+	tx, rx := chanPair(64, 1)
+	benchSendNext(b, tx, rx)
+}
+
+func BenchmarkTickbusShm_SendNext(b *testing.B) {
+	for _, mode := range []ring.Mode{ring.Reliable, ring.Lossy} {
+		b.Run(mode.String(), func(b *testing.B) {
+			tp := newLoopTopo(b, mode)
+			benchSendNext(b, tp.tx, tp.rx)
+		})
+	}
+}
