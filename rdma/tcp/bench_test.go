@@ -25,7 +25,10 @@ import (
 // one-way latency is half the round trip. Pollers use rdma.Yield: this
 // machine is shared.
 
-const benchMsg = 64 // bytes per message in the throughput runs
+const (
+	benchMsg    = 64   // bytes per message in the throughput runs
+	streamDepth = 4096 // send queue depth of the streaming side: requests in flight
+)
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(10*time.Second), 3) }
 
@@ -211,8 +214,8 @@ func BenchmarkLatency_TCPvsNATS(b *testing.B) { benchLatency(b, loopback) }
 // acknowledged.
 func tcpStream(b *testing.B, l link, n int) float64 {
 	all := rdma.AccessLocalWrite | rdma.AccessRemote
-	a := newSide(b, openDevice(b, l.cfgA), 512, all)
-	bb := newSide(b, openDevice(b, l.cfgB), 512, all)
+	a := newSide(b, openDevice(b, l.cfgA), streamDepth, all)
+	bb := newSide(b, openDevice(b, l.cfgB), streamDepth, all)
 	connect(b, a, bb)
 	var cs [64]rdma.Completion
 	idle := benchIdle()

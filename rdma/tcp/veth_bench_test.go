@@ -251,7 +251,7 @@ func tcpToFar(b *testing.B, n *netns.Net, sink bool) (*side, rdma.RemoteRegion) 
 		require.NoError(b, err)
 		require.NoError(b, x.dst.UnmarshalBinary(h))
 	}
-	a := newSide(b, openDevice(b, tcp.Config{Listen: net.JoinHostPort(n.Gateway, "0")}), 512, rdma.AccessLocalWrite|rdma.AccessRemote)
+	a := newSide(b, openDevice(b, tcp.Config{Listen: net.JoinHostPort(n.Gateway, "0")}), streamDepth, rdma.AccessLocalWrite|rdma.AccessRemote)
 	_, err := fmt.Fprintf(f.in, "EP %s\nMR %s\n", hexOf(a.qp.LocalEndpoint()), hexOf(a.mr.Remote()))
 	require.NoError(b, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
