@@ -32,6 +32,14 @@
 // valid frame (see frame.go) has that connection closed and that QP moved to
 // ERR; other connections and the device's memory are untouched.
 //
+// Threads: data connections are read and written with system calls on the
+// socket (rawconn.go), not through Go's network poller, because pollers
+// spinning with runtime.Gosched starve the poller (it then wakes readers
+// only every 10 ms). Readers try Config.ReadSpins non-blocking reads before
+// they block. Each connected QP has a reaper and a flusher goroutine, each
+// incoming connection a responder; Close lingers up to Config.CloseLinger
+// so that what was posted reaches the peer.
+//
 // Regions come from internal/shmem (memfd, shareable), and Register accepts
 // memory any device of this process allocated, so one ring can be reached
 // through shm and tcp at once.
