@@ -80,8 +80,14 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer) error {
 		if err != nil && !errors.Is(err, ErrUnavailable) {
 			failed = append(failed, fmt.Errorf("%w: scaling: %w", ErrCaseFailed, err))
 		}
-		if cfg.Out != "" && len(pts) > 0 {
-			outErrs = append(outErrs, writeScalingFiles(cfg.Out, pts))
+		// Next to the results: the out directory, else the JSON file's.
+		dir := cfg.Out
+		if dir == "" && cfg.JSON != "" {
+			dir = filepath.Dir(cfg.JSON)
+		}
+		if dir != "" && len(pts) > 0 {
+			outErrs = append(outErrs, writeScalingFiles(dir, pts))
+			fmt.Fprintf(stdout, "scaling plot: %s\n", filepath.Join(dir, "scaling.svg"))
 		}
 	}
 	if cfg.JSON != "" {
