@@ -41,8 +41,8 @@ func scalingSVG(pts []ScalePoint) []byte {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", ox+left, top, ox+left, top+ph)
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", ox+left, top+ph, ox+left+pw, top+ph)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", ox+left+pw/2, panelH-10, xl)
-		fmt.Fprintf(&b, `<text x="15" y="%d" transform="rotate(-90 %d %d)" text-anchor="middle">ticks/s (slowest subscriber)</text>`+"\n",
-			top+ph/2, ox+15, top+ph/2)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" transform="rotate(-90 %d %d)" text-anchor="middle">ticks/s (slowest subscriber)</text>`+"\n",
+			ox+15, top+ph/2, ox+15, top+ph/2)
 		if len(xs) == 0 {
 			fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">no data</text>`+"\n", ox+left+pw/2, top+ph/2)
 			continue
