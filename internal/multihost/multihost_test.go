@@ -399,3 +399,50 @@ func TestMultiHost_SubscriberHostDies_PublisherGoesOn(t *testing.T) {
 	assert.Equal(t, "true", got["inorder"])
 	assert.Equal(t, "0", got["lost"], "host B lost nothing")
 }
+
+// TestMultiHost_NATSServerDies_DataPlaneGoesOn: the nats-server on host B
+// dies mid-stream. Ticks do not travel through NATS, so host B's
+// subscriber still gets every tick from host A, in order.
+func TestMultiHost_NATSServerDies_DataPlaneGoesOn(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		t.Skipf("needs network namespaces to stand in for hosts: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("kills a nats-server mid-stream; skipped with -short")
+	}
+	const ticks, rate = 3000, 1000
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	n, err := netns.New(ctx, netns.Config{Hosts: 3})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, n.Close()) })
+	servers, err := n.StartNATS(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Stop()
+		}
+	})
+	role := func(host int, name, r string, extra ...string) *proc {
+		args := append([]string{"-nats", servers[host].URL, "-host", n.Hosts[host].Addr, "-name", name,
+			"-n", strconv.Itoa(ticks)}, extra...)
+		return start(t, n, host, name, r, args...)
+	}
+	subB := role(1, "host-b", roleSub)
+	subC := role(2, "host-c", roleSub)
+	subB.expect(t, "READY", 30*time.Second)
+	subC.expect(t, "READY", 30*time.Second)
+	pub := role(0, "host-a", rolePub, "-subs", "2", "-rate", strconv.Itoa(rate))
+	pub.expect(t, "PUBLISHING", 60*time.Second)
+	time.Sleep(time.Second)
+	require.NoError(t, servers[1].Kill())
+
+	last := pub.expect(t, "DONE", 60*time.Second)
+	require.Equal(t, strconv.Itoa(ticks), last)
+	for _, s := range []*proc{subB, subC} {
+		got := fields(s.expect(t, "DONE", 60*time.Second))
+		assert.Equal(t, strconv.Itoa(ticks), got["n"], "%s received every tick", s.name)
+		assert.Equal(t, "true", got["inorder"], s.name)
+		assert.Equal(t, "0", got["lost"], "%s lost nothing", s.name)
+	}
+}
