@@ -13,6 +13,7 @@ const (
 	idCredit  uint64 = 3 // a reader's signalled credit WRITE
 	idRecover uint64 = 4 // a reader's journal READ
 	idHead    uint64 = 5 // a writer's READ of a reliable ring's head
+	idFlush   uint64 = 6 // a writer's Flush READ
 )
 
 // credit is a reader's credit cell at one writer (reliable mode).

@@ -420,6 +420,13 @@ func (w *Writer) reap() int {
 				if c.ID == w.claimID|c.ID&0xff {
 					w.claimDone, w.claimOK = true, c.Status == rdma.StatusSuccess
 				}
+			case idFlush:
+				if c.ID == w.claimID|idFlush {
+					w.flushGot++
+					if c.Status != rdma.StatusSuccess {
+						w.failQP(tl, cq, c.QPN, c.Status)
+					}
+				}
 			case idWrite:
 				if w.pending > 0 {
 					w.pending--

@@ -53,3 +53,26 @@ func TestRing_OverTCP_SameProtocol(t *testing.T) {
 		}
 	}
 }
+
+// Flush waits for every posted WRITE: over tcp the last unsignalled
+// WRITEs are still in flight when Publish returns.
+func TestWriter_Flush_WaitsForPostedWrites(t *testing.T) {
+	dev, err := tcp.Open(tcp.Config{HostID: "test-host"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dev.Close() })
+	tp := newTopoOn(t, dev, HomeConfig{}, WriterConfig{SignalEvery: 100, Timeout: 5 * time.Second})
+	r := tp.addRing(RingConfig{Slots: 256})
+	for i := uint64(1); i <= 100; i++ {
+		_, err := tp.w.Publish(0, payloadFor(i, 16), 0)
+		require.NoError(t, err)
+	}
+	require.NoError(t, tp.w.Flush())
+	// Everything landed: one poll sees all of it, no waiting.
+	var c collector
+	for r.Reader().Poll(&c) > 0 {
+	}
+	require.Len(t, c.ticks, 100)
+	assert.Empty(t, c.events)
+	require.NoError(t, tp.w.Close())
+	require.ErrorIs(t, tp.w.Flush(), ErrClosed)
+}

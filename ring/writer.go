@@ -251,6 +251,9 @@ type Writer struct {
 	pending    int // signalled WRITEs not yet reaped
 	skipBuf    [8]byte
 	sweep      bool // dropped targets wait for the lock to be removed
+	flushWant  int  // Flush: READs posted
+	flushGot   int  // Flush: READs completed
+	flushErr   error
 	_          [LineSize]byte
 
 	targets atomic.Pointer[targetList]
