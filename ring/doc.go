@@ -64,6 +64,9 @@
 // PublishAt(seq) is A/B line arbitration: a CAS seq→seq+1 that only the
 // first line wins; the other gets ErrLost and writes nothing.
 //
+// Flush waits until everything posted has completed (one signalled READ per
+// QP); call it before Close when the last ticks matter.
+//
 // # Receiving
 //
 // The ring's Reader spins (through the caller's IdleStrategy) on
