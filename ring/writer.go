@@ -70,8 +70,9 @@ type WriterConfig struct {
 	// MaxBatch bounds PublishBatch. Default 64.
 	MaxBatch int
 	// StagingSlots is how many ticks the writer stages before it reuses a
-	// staging slot; it must exceed the send depth of every QP, so a staged
-	// tick is never rewritten before the device has read it. Default 1024.
+	// staging slot (rounded up to a power of two); it must exceed the send
+	// depth of every QP plus MaxBatch, so a staged tick is never rewritten
+	// before the device has read it. Default 1024.
 	StagingSlots int
 	// SignalEvery: one WRITE in this many per QP is signalled; keep it at
 	// most half the QPs' send depth. Default 16.
