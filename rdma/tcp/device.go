@@ -18,10 +18,11 @@ import (
 // Device is an opened tcp provider: a listener that peers' queue pairs dial,
 // the regions it registered, and its CQs and QPs. It implements rdma.Device.
 type Device struct {
-	cfg  Config
-	log  zerolog.Logger
-	ln   net.Listener
-	addr string // what endpoints carry
+	cfg    Config
+	log    zerolog.Logger
+	ln     net.Listener
+	addr   string  // what endpoints carry
+	poller *poller // shared by every device of the process
 
 	keys atomic.Pointer[keyTable]
 
@@ -49,8 +50,13 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	p, err := acquirePoller()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		releasePoller()
 		return nil, fmt.Errorf("tcp: listen %s: %w", cfg.Listen, err)
 	}
 	d := &Device{
@@ -58,6 +64,7 @@ func Open(cfg Config) (*Device, error) {
 		log:     cfg.Logger.With().Str("rdma", "tcp").Str("host", cfg.HostID).Logger(),
 		ln:      ln,
 		addr:    ln.Addr().String(),
+		poller:  p,
 		regions: make(map[*region]struct{}),
 		qps:     make(map[uint32]*QP),
 		nextQPN: uint32(randUint64()%(1<<20)) + 1<<20,
@@ -283,6 +290,7 @@ func (d *Device) Close() error {
 		for _, c := range cqs {
 			errs = append(errs, c.Close())
 		}
+		errs = append(errs, releasePoller()) // every connection of this device is closed by now
 		d.err = errors.Join(errs...)
 		d.log.Info().Msg("tcp device closed")
 	})

@@ -213,7 +213,7 @@ func (q *QP) Connect(ctx context.Context, remote rdma.Endpoint) error {
 		}
 		return fmt.Errorf("%w: QP moved to %s while connecting", rdma.ErrQPState, st)
 	}
-	rc, err := newRawConn(c, 2, q.dev.cfg.ReadSpins)
+	rc, err := newRawConn(c, q.dev.poller, 2, q.dev.cfg.ReadSpins)
 	if err == nil {
 		err = rc.block()
 	}
@@ -299,7 +299,7 @@ func (q *QP) attachIncoming(c net.Conn, h hello) (uint8, *rawConn) {
 	if q.haveRemote && (q.remote.QPN != h.srcQPN || q.remote.Nonce != h.srcNonce) {
 		return hsRefused, nil
 	}
-	rc, err := newRawConn(c, 1, q.dev.cfg.ReadSpins)
+	rc, err := newRawConn(c, q.dev.poller, 1, q.dev.cfg.ReadSpins)
 	if err != nil {
 		q.log.Warn().Err(err).Msg("incoming connection")
 		return hsRefused, nil

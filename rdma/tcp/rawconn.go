@@ -12,20 +12,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawConn does a data connection's I/O with blocking system calls on the
-// socket, not through Go's network poller.
+// rawConn does a data connection's I/O with system calls on the socket, not
+// through Go's network poller.
 //
 // Why: pollers spin on their CQs with runtime.Gosched, which keeps the
 // scheduler's run queues non-empty, and the scheduler polls the network
 // only when it runs out of work (or from sysmon, every 10 ms). A reader
-// parked in the netpoller would then wake up to 10 ms late. A goroutine
-// blocked in read(2) holds its own thread and is runnable as soon as the
-// kernel has data.
-//
-// A blocked read keeps its P (Go's scheduler slot) until sysmon retakes it,
-// which may take milliseconds when sysmon is idle; so Read first tries
-// Config.ReadSpins non-blocking reads, yielding between them, and blocks
-// only when the connection stays quiet that long.
+// parked in the netpoller would then wake up to 10 ms late. Blocking in
+// read(2) instead is no better at scale: a blocked system call keeps its P
+// (Go's scheduler slot) until sysmon takes it back, and with a reader per
+// connection every P can be held so. So Read never blocks in the kernel:
+// it tries Config.ReadSpins non-blocking reads, yielding between them, and
+// then waits on a channel for the process's one epoll goroutine (poller.go)
+// to say data arrived. Writes are blocking writes (the socket buffer
+// rarely fills).
 //
 // The fd stays owned by the net.Conn. shutdown wakes blocked readers and
 // writers; the fd is closed only when the last goroutine using it calls
@@ -33,16 +33,19 @@ import (
 type rawConn struct {
 	c     net.Conn
 	fd    int
-	spins int // non-blocking reads, each followed by a yield, before a blocking one
+	spins int // non-blocking reads, each followed by a yield, before waiting
+	p     *poller
+	ready chan struct{} // a token per arrival, from the poller
 
-	mu     sync.Mutex
-	users  int
-	closed bool
+	mu         sync.Mutex
+	users      int
+	closed     bool
+	registered bool
 }
 
 // newRawConn wraps c for users goroutines, each of which calls release
 // when done with it.
-func newRawConn(c net.Conn, users, spins int) (*rawConn, error) {
+func newRawConn(c net.Conn, p *poller, users, spins int) (*rawConn, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return nil, fmt.Errorf("tcp: %T has no file descriptor", c)
@@ -55,30 +58,49 @@ func newRawConn(c net.Conn, users, spins int) (*rawConn, error) {
 	if err := raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
 		return nil, fmt.Errorf("tcp: raw connection: %w", err)
 	}
-	return &rawConn{c: c, fd: fd, users: users, spins: spins}, nil
+	return &rawConn{c: c, fd: fd, users: users, spins: spins, p: p, ready: make(chan struct{}, 1)}, nil
 }
 
-// block switches the socket to blocking mode; call it before the first Read
-// or Write and after the last use of the net.Conn's own methods.
+// block switches the socket to blocking mode (for writes; reads never
+// block) and registers it with the poller; call it before the first Read or
+// Write and after the last use of the net.Conn's own methods.
 func (r *rawConn) block() error {
 	if err := unix.SetNonblock(r.fd, false); err != nil {
 		return fmt.Errorf("tcp: blocking mode: %w", err)
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return fmt.Errorf("tcp: connection closed before it started")
+	}
+	if err := r.p.add(r); err != nil {
+		return err
+	}
+	r.registered = true
 	return nil
 }
 
+// notify hands the reader a token; the poller calls it on every arrival.
+func (r *rawConn) notify() {
+	select {
+	case r.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Read reads without ever blocking in the kernel: it tries, yields and
+// tries again ReadSpins times, then waits for the poller's token.
 func (r *rawConn) Read(b []byte) (int, error) {
 	for i := 0; ; i++ {
-		var n int
-		var err error
-		if i < r.spins {
-			n, err = recvNoWait(r.fd, b)
-			if err == unix.EAGAIN {
+		n, err := recvNoWait(r.fd, b)
+		if err == unix.EAGAIN {
+			if i < r.spins {
 				runtime.Gosched()
 				continue
 			}
-		} else {
-			n, err = unix.Read(r.fd, b)
+			<-r.ready // a token per arrival or hang-up since the last one
+			i = 0
+			continue
 		}
 		switch {
 		case err == unix.EINTR:
@@ -154,6 +176,7 @@ func (r *rawConn) shutdown() {
 		unix.Shutdown(r.fd, unix.SHUT_RDWR)
 	}
 	r.mu.Unlock()
+	r.notify() // a reader waiting for data now reads EOF
 }
 
 // release is called once by each user when it no longer touches the fd;
@@ -164,6 +187,9 @@ func (r *rawConn) release() {
 	r.users--
 	if r.users == 0 && !r.closed {
 		r.closed = true
+		if r.registered {
+			r.p.remove(r)
+		}
 		unix.Shutdown(r.fd, unix.SHUT_RDWR)
 		r.c.Close()
 	}
