@@ -35,8 +35,10 @@ func stampRounds() int {
 
 // writeStamps writes rounds of (payload of words = k, then stamp = k) for
 // k = 1..rounds, both inline, on one QP, signalling every 16th, polling
-// cq when the send queue is full. Safe in any goroutine.
-func writeStamps(qp rdma.QueuePair, cq rdma.CompletionQueue, rr rdma.RemoteRegion, rounds int) error {
+// cq when the send queue is full. If pace is not nil it is called after
+// every 256th round (the in-process test waits there for its reader). Safe
+// in any goroutine.
+func writeStamps(qp rdma.QueuePair, cq rdma.CompletionQueue, rr rdma.RemoteRegion, rounds int, pace func(k uint64) error) error {
 	var payload [payloadWords * 8]byte
 	var stamp [8]byte
 	pay := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagInline, Remote: rdma.RemoteAddr{Addr: rr.Addr + payloadOff, RKey: rr.RKey}}
@@ -85,6 +87,11 @@ func writeStamps(qp rdma.QueuePair, cq rdma.CompletionQueue, rr rdma.RemoteRegio
 		if err := post(&st); err != nil {
 			return err
 		}
+		if pace != nil && k%256 == 0 {
+			if err := pace(k); err != nil {
+				return err
+			}
+		}
 	}
 	// Drain the last signalled completion.
 	_, err := pollN(cq, 1, opTimeout)
@@ -94,8 +101,9 @@ func writeStamps(qp rdma.QueuePair, cq rdma.CompletionQueue, rr rdma.RemoteRegio
 // readStamps spins on the stamp word of mem with atomic loads until it
 // reads final, and checks each time that every payload word (atomic loads)
 // is at least the stamp: the payload of round k was written before stamp k.
-// It returns how many stamps it checked.
-func readStamps(mem []byte, final uint64) (int, error) {
+// It stores each stamp it checked in seen (if not nil) and returns how many
+// stamps it checked.
+func readStamps(mem []byte, final uint64, seen *atomic.Uint64) (int, error) {
 	stamp := (*uint64)(unsafe.Pointer(&mem[stampOff]))
 	var words [payloadWords]*uint64
 	for w := range words {
@@ -117,6 +125,9 @@ func readStamps(mem []byte, final uint64) (int, error) {
 			checked++
 			last = s
 			spins = 0
+			if seen != nil {
+				seen.Store(s)
+			}
 		}
 		if s == final {
 			return checked, nil
@@ -137,17 +148,27 @@ func testPayloadThenStamp(t *testing.T, p Provider) {
 		err error
 	}
 	done := make(chan result, 1)
-	started := make(chan struct{})
+	var seen atomic.Uint64
 	go func() {
-		close(started)
-		n, err := readStamps(x.target.Bytes(), uint64(rounds))
+		n, err := readStamps(x.target.Bytes(), uint64(rounds), &seen)
 		done <- result{n, err}
 	}()
-	<-started
-	err := writeStamps(x.a, x.cqA, x.target.Remote(), rounds)
+	// Every 256 rounds the writer waits until the reader has checked the
+	// latest stamp, so the reader checks interleaved stamps however the
+	// machine schedules the two.
+	pace := func(k uint64) error {
+		var idle rdma.Yield
+		for deadline := time.Now().Add(opTimeout); seen.Load() < k; idle.Idle(0) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("rdmatest: reader stuck at stamp %d, writer at %d", seen.Load(), k)
+			}
+		}
+		return nil
+	}
+	err := writeStamps(x.a, x.cqA, x.target.Remote(), rounds, pace)
 	r := <-done
 	require.NoError(t, err)
 	require.NoError(t, r.err)
 	t.Logf("%d rounds written, reader checked %d distinct stamps", rounds, r.n)
-	require.Greater(t, r.n, 1, "the reader ran alongside the writer")
+	require.GreaterOrEqual(t, r.n, rounds/256, "the reader checked stamps all along the run")
 }

@@ -134,7 +134,7 @@ func peerMain(p Provider, in io.Reader, out io.Writer) int {
 					rest.WriteString(" " + strconv.FormatUint(v, 10))
 				}
 			} else if err == nil {
-				err = writeStamps(qp, cq, r, n)
+				err = writeStamps(qp, cq, r, n, nil)
 			}
 			reply(out, err, rest.String())
 		case "RECV":
@@ -347,7 +347,7 @@ func testStampsFromProcess(t *testing.T, p Provider) {
 	started := make(chan struct{})
 	go func() {
 		close(started)
-		n, err := readStamps(target.Bytes(), uint64(rounds))
+		n, err := readStamps(target.Bytes(), uint64(rounds), nil)
 		done <- result{n, err}
 	}()
 	<-started
