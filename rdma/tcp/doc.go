@@ -37,9 +37,10 @@
 // spinning with runtime.Gosched starve the poller (it then wakes readers
 // only every 10 ms). Readers try Config.ReadSpins non-blocking reads, then
 // wait on a channel that the process's one epoll goroutine feeds (poller.go),
-// so no reader blocks in the kernel holding a scheduler slot. Each connected QP has a reaper and a flusher goroutine, each
-// incoming connection a responder; Close lingers up to Config.CloseLinger
-// so that what was posted reaches the peer.
+// so no reader blocks in the kernel holding a scheduler slot. Each connected
+// QP has a reaper and a flusher goroutine, each incoming connection a
+// responder; Close lingers up to Config.CloseLinger so that what was posted
+// reaches the peer.
 //
 // Regions come from internal/shmem (memfd, shareable), and Register accepts
 // memory any device of this process allocated, so one ring can be reached
