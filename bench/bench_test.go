@@ -50,3 +50,35 @@ func BenchmarkTickbusShm_SendNext(b *testing.B) {
 		})
 	}
 }
+
+// Per-tick cost of batched sends (64 ticks per send), received one by one.
+func BenchmarkTickbusShm_Batch64SendNext(b *testing.B) {
+	for _, mode := range []ring.Mode{ring.Reliable, ring.Lossy} {
+		b.Run(mode.String(), func(b *testing.B) {
+			tp := newLoopTopo(b, mode)
+			benchBatch(b, tp.tx, tp.rx, 64)
+		})
+	}
+}
+
+func BenchmarkFloor_Batch64SendNext(b *testing.B) {
+	tx, rx := floorPair(b, 64)
+	benchBatch(b, tx, rx, 64)
+}
+
+func benchBatch(b *testing.B, tx txPort, rx rxPort, batch int) {
+	b.Helper()
+	deadline := nanotime() + int64(time.Hour)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += batch {
+		if err := tx.sendBatch(int64(i), batch, 1, deadline); err != nil {
+			b.Fatal(err)
+		}
+		for range batch {
+			if _, _, err := rx.next(deadline); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -63,7 +63,7 @@ func newLoopTopo(t testing.TB, mode ring.Mode) loopTopo {
 	}
 	return loopTopo{
 		home: home.Desc(), ring: r.Desc(), credit: cd,
-		tx: newTBTx(w, 64, 16),
+		tx: newTBTx(w, 64, 64),
 		rx: newTBRx(r.Reader(), rdma.Yield{}),
 	}
 }
