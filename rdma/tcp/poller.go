@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -91,7 +92,16 @@ func (p *poller) loop() {
 			continue
 		}
 		if err != nil {
-			panic("tcp: epoll_wait: " + err.Error()) // EBADF/EFAULT/EINVAL: a bug here, not a runtime condition
+			// Not expected (EBADF, EFAULT, EINVAL would be bugs here). Never
+			// crash and never strand a reader: wake them all and degrade to
+			// polling every millisecond.
+			p.mu.Lock()
+			for _, c := range p.conns {
+				c.notify()
+			}
+			p.mu.Unlock()
+			time.Sleep(time.Millisecond)
+			continue
 		}
 		for _, ev := range events[:n] {
 			if ev.Fd == int32(p.wakefd) {
