@@ -349,9 +349,29 @@ func (p *Publisher) onSubscriber(s bus.SubscriberInfo) {
 	p.nextID++
 	id := p.nextID
 	p.mu.Unlock()
-	if err := p.addTarget(id, s); err != nil {
-		p.log.Warn().Str("subscriber", s.Key()).Err(err).Msg("publisher: cannot reach subscriber")
+	// A connect can fail on a busy host (timeouts) or while the subscriber
+	// is still starting: retry a few times, then say so once.
+	var err error
+	wait := 100 * time.Millisecond
+	for attempt := 1; attempt <= 5; attempt++ {
+		if err = p.addTarget(id, s); err == nil || errors.Is(err, ErrClosed) || !p.stillSubscribed(s) {
+			return
+		}
+		p.log.Debug().Str("subscriber", s.Key()).Int("attempt", attempt).Err(err).Msg("publisher: connect to subscriber failed; retrying")
+		time.Sleep(wait)
+		wait *= 2
 	}
+	p.log.Warn().Str("subscriber", s.Key()).Err(err).Msg("publisher: cannot reach subscriber; it gets nothing from this publisher")
+}
+
+// stillSubscribed reports whether the bus still lists s for the topic.
+func (p *Publisher) stillSubscribed(s bus.SubscriberInfo) bool {
+	for _, x := range p.pub.Subscribers() {
+		if x.Key() == s.Key() {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Publisher) addTarget(id uint64, s bus.SubscriberInfo) error {

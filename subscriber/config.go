@@ -60,11 +60,7 @@ type Config struct {
 	// still count as joining (BeforeJoin) while that publisher has not
 	// delivered a tick (default 1s plus GapTimeout).
 	JoinGrace time.Duration
-	// StartDelay is how long after a publisher connected the subscriber
-	// asks the home for its counter, to start a ring that joins a running
-	// topic (default 250ms: time for the publisher to add the ring).
-	StartDelay time.Duration
-	Logger     zerolog.Logger
+	Logger    zerolog.Logger
 }
 
 func (c *Config) setDefaults() error {
@@ -95,9 +91,6 @@ func (c *Config) setDefaults() error {
 			gt = 100 * time.Millisecond
 		}
 		c.JoinGrace = time.Second + gt
-	}
-	if c.StartDelay == 0 {
-		c.StartDelay = 250 * time.Millisecond
 	}
 	if c.DrainQuiet == 0 {
 		gt := c.GapTimeout

@@ -263,3 +263,59 @@ func TestPubSub_Reliable_SlowSubscriberLosesNothing(t *testing.T) {
 	assert.Empty(t, c.events)
 	assert.Zero(t, pub.Stats().BackPressure)
 }
+
+// A subscriber created while the topic runs starts at the home's counter:
+// it receives from then on and loses nothing.
+func TestPubSub_LateSubscriber_StartsAtTheHomesCounter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	node, err := bus.Open(ctx, bus.Config{NodeID: "late"})
+	require.NoError(t, err)
+	defer node.Close()
+	devs := devices.New(devices.Config{HostID: node.HostID()})
+	defer devs.Close()
+	first, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "late", ID: "first", StatsInterval: -1, Idle: rdma.Yield{}}, nil)
+	require.NoError(t, err)
+	go func() { _ = first.Run(ctx) }()
+	defer first.Close()
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "late", Idle: rdma.Yield{}})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	stop := make(chan struct{})
+	published := make(chan uint64, 1)
+	go func() {
+		var n uint64
+		defer func() { published <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := pub.Publish(1, []byte("tick"), time.Now().UnixNano()); err != nil {
+				return
+			}
+			n++
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	require.Eventually(t, func() bool { return first.Counters().Received > 2000 }, 20*time.Second, time.Millisecond)
+
+	var c collect
+	late, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "late", ID: "late", StatsInterval: -1, Idle: rdma.Yield{}}, &c)
+	require.NoError(t, err)
+	go func() { _ = late.Run(ctx) }()
+	require.Eventually(t, func() bool { return c.count() > 500 }, 20*time.Second, time.Millisecond, "the late subscriber receives: %+v", late.Counters())
+	close(stop)
+	n := <-published
+	require.NoError(t, late.Close())
+	lc := late.Counters()
+	assert.Greater(t, lc.StartedAt, uint64(2000))
+	assert.GreaterOrEqual(t, lc.JoinedAt, lc.StartedAt)
+	assert.GreaterOrEqual(t, lc.BeforeJoin, lc.JoinedAt-lc.StartedAt,
+		"what was claimed between learning the counter and being added is counted as lost while joining")
+	assert.Equal(t, n, lc.Next-1, "it read to the end")
+	assert.Equal(t, lc.Next-lc.JoinedAt, lc.Received, "every tick from its first on")
+	assert.Zero(t, lc.Lost())
+}

@@ -73,10 +73,12 @@ type Subscriber struct {
 	stopStats  chan struct{}
 	statsDone  chan struct{}
 
-	startAt atomic.Uint64  // the home's counter as findStart learnt it
-	rate    atomic.Uint64  // float64 bits: ticks/s over the last stats interval
-	done    chan struct{}  // closed by Close: findStart goroutines return
-	wg      sync.WaitGroup // findStart goroutines
+	startAt   atomic.Uint64 // the home's counter as learnStart learnt it (0: not yet)
+	accepting atomic.Int32  // learnStart calls in flight
+	restartAt atomic.Uint64 // unstick's counter (0: none)
+	done      chan struct{} // closed by Close: unstick goroutines return
+	wg        sync.WaitGroup
+	rate      atomic.Uint64 // float64 bits: ticks/s over the last stats interval
 
 	stop    atomic.Bool // Run returns when set
 	running sync.Mutex  // held by Run; Close waits on it
@@ -122,6 +124,7 @@ type recHandler struct {
 	startedAt   atomic.Uint64 // the reader was moved here by StartAt (0: not moved)
 	joinGap     atomic.Uint64 // gap sequences lost while joining
 	joinOverrun atomic.Uint64 // overrun sequences lost while joining
+	joinSkipped atomic.Uint64 // sequences a restart (unstick) passed over; the ring never saw them
 }
 
 func (h *recHandler) OnTicks(ts []ring.Tick) {
@@ -274,6 +277,11 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 		_ = cq.Close()
 		return bus.ConnectReply{}, err
 	}
+	if s.h.joinedAt.Load() == 0 {
+		s.learnStart(ctx, req.From.ID)
+		s.wg.Add(1)
+		go s.unstick(req.From.ID)
+	}
 	key := req.From.ID + "/" + req.ID
 	s.mu.Lock()
 	if s.closed {
@@ -285,8 +293,6 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 	s.qps[key] = append(s.qps[key], conn{qp: qp, cq: cq})
 	s.mu.Unlock()
 	s.h.extend(s.cfg.JoinGrace)
-	s.wg.Add(1)
-	go s.findStart()
 	s.log.Info().Str("publisher", key).Str("provider", req.Endpoint.Provider).Msg("subscriber: publisher connected")
 	return bus.ConnectReply{Endpoint: qp.LocalEndpoint(), Region: desc}, nil
 }
@@ -323,50 +329,101 @@ func (s *Subscriber) Poll() int {
 	return s.reader.Poll(&s.h)
 }
 
-// maybeStart moves a ring that has delivered nothing to the start findStart
-// learnt (polling goroutine).
+// maybeStart moves a ring that has delivered nothing to the start
+// learnStart found (polling goroutine), once no publisher is between
+// learning it and being answered.
 func (s *Subscriber) maybeStart() {
-	if v := s.startAt.Load(); v > s.reader.Next() { // pairs with the Store in findStart
+	if s.accepting.Load() != 0 { // pairs with the Add in learnStart
+		return
+	}
+	if v := s.restartAt.Load(); v > s.reader.Next() { // pairs with the Store in unstick
+		skipped := v - s.reader.Next()
+		if err := s.reader.StartAt(v); err == nil {
+			s.h.startedAt.Store(v)
+			s.h.joinSkipped.Add(skipped) // counted as lost while joining, never silent
+		}
+		return
+	}
+	if v := s.startAt.Load(); v > s.reader.Next() { // pairs with the CAS in learnStart
 		if err := s.reader.StartAt(v); err == nil {
 			s.h.startedAt.Store(v)
 		}
 	}
 }
 
-// findStart runs after a publisher connected: once it has had time to add
-// the ring, it asks the topic's home for its counter, where a ring joining a
-// running topic starts (earlier sequences were never going to be written
-// into it). The home lives with one of the publishers.
-func (s *Subscriber) findStart() {
+// learnStart runs in accept, before the publisher is answered, so before
+// it can add the ring: it asks the topic's home for its counter. Nothing
+// below that counter can be written into this ring by this publisher, so a
+// ring joining a running topic starts there (the minimum over publishers
+// connecting together). The home lives with a publisher: the one
+// connecting, or one already known.
+func (s *Subscriber) learnStart(ctx context.Context, from string) {
+	s.accepting.Add(1)
+	defer s.accepting.Add(-1)
+	ctx, cancel := context.WithTimeout(ctx, time.Second) // leave the publisher's connect time to finish
+	defer cancel()
+	nodes := []string{from}
+	for _, p := range s.sub.Publishers() {
+		if p.Node.ID != from {
+			nodes = append(nodes, p.Node.ID)
+		}
+	}
+	for _, n := range nodes {
+		c, err := s.askCounter(ctx, n)
+		if err != nil {
+			if !errors.Is(err, bus.ErrUnknownTarget) {
+				s.log.Debug().Err(err).Str("node", n).Msg("subscriber: ask the home for its counter")
+			}
+			continue
+		}
+		for {
+			old := s.startAt.Load()
+			if old != 0 && old <= c || s.startAt.CompareAndSwap(old, c) {
+				return
+			}
+		}
+	}
+	s.log.Warn().Msg("subscriber: the topic's home did not answer; the ring starts at sequence 1")
+}
+
+// unstick covers what learnStart cannot: the reader waits at the counter
+// it learnt, but the sequences from there to the first one the publisher
+// wrote after adding the ring are never written, and when they are more
+// than the reader's gap scan reaches it would wait until the ring laps. If
+// nothing was delivered JoinGrace after the connect, it learns the counter
+// again and the reader restarts there; the sequences passed over are
+// counted in BeforeJoin.
+func (s *Subscriber) unstick(from string) {
 	defer s.wg.Done()
 	select {
-	case <-time.After(s.cfg.StartDelay):
+	case <-time.After(s.cfg.JoinGrace):
 	case <-s.done:
 		return
 	}
 	if s.h.joinedAt.Load() != 0 {
-		return // already delivering: nothing to move
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	nodes := []string{from}
 	for _, p := range s.sub.Publishers() {
-		c, err := s.askCounter(p.Node.ID)
-		if err == nil {
-			if c > s.startAt.Load() {
-				s.startAt.Store(c) // pairs with the Load in maybeStart
+		nodes = append(nodes, p.Node.ID)
+	}
+	for _, n := range nodes {
+		if c, err := s.askCounter(ctx, n); err == nil {
+			if s.h.joinedAt.Load() == 0 {
+				s.restartAt.Store(c) // pairs with the Load in maybeStart
+				s.log.Info().Uint64("seq", c).Msg("subscriber: nothing arrived since joining; restarting the ring at the home's counter")
 			}
 			return
-		}
-		if !errors.Is(err, bus.ErrUnknownTarget) {
-			s.log.Debug().Err(err).Str("node", p.Node.ID).Msg("subscriber: ask home for its counter")
 		}
 	}
 }
 
-// askCounter connects a queue pair to the topic's home on node (if it is
-// there) and returns the counter it reported; the queue pair is closed at
-// once, having served as the handshake.
-func (s *Subscriber) askCounter(node string) (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+// askCounter asks the topic's home on node (if it is there) for its
+// counter, through the bus's queue-pair exchange; the queue pair is closed
+// at once, never used.
+func (s *Subscriber) askCounter(ctx context.Context, node string) (uint64, error) {
 	cq, err := s.dev.CreateCQ(16)
 	if err != nil {
 		return 0, err
@@ -384,7 +441,6 @@ func (s *Subscriber) askCounter(node string) (uint64, error) {
 	if len(rep.Data) != 8 {
 		return 0, fmt.Errorf("subscriber: home's counter reply of %d bytes, want 8", len(rep.Data))
 	}
-	_ = qp.Connect(ctx, rep.Endpoint)
 	return binary.LittleEndian.Uint64(rep.Data), nil
 }
 
@@ -435,7 +491,7 @@ func (s *Subscriber) Counters() Counters {
 	st := s.reader.Stats()
 	return Counters{Received: st.Delivered, Gaps: st.Gap - jg, Overruns: st.Overrun - jo, Skips: st.Skip,
 		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
-		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo, StartedAt: s.h.startedAt.Load(),
+		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo + s.h.joinSkipped.Load(), StartedAt: s.h.startedAt.Load(),
 		Rate: math.Float64frombits(s.rate.Load())}
 }
 
