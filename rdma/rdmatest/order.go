@@ -24,7 +24,50 @@ const (
 	stampOff     = 0
 	payloadOff   = 64
 	payloadWords = 6
+	// seenOff: where a reader in another process publishes the last stamp
+	// it checked, for the writer to READ (see readerPace).
+	seenOff = 256
 )
+
+// readerPace returns a pace function for writeStamps that READs the word a
+// reader in another process publishes at seenOff of rr (through qp, into
+// 8 bytes of local at off) until it reaches k.
+func readerPace(qp rdma.QueuePair, cq rdma.CompletionQueue, local rdma.MemoryRegion, off int, rr rdma.RemoteRegion) func(uint64) error {
+	return func(k uint64) error {
+		const readID = 1 << 63
+		wr := rdma.WorkRequest{ID: readID, Op: rdma.OpRead, Flags: rdma.FlagSignaled, Local: rdma.LocalSGE(local, off, 8),
+			Remote: rdma.RemoteAddr{Addr: rr.Addr + seenOff, RKey: rr.RKey}}
+		buf := make([]rdma.Completion, 16)
+		var idle rdma.Yield
+		for deadline := time.Now().Add(opTimeout); ; {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("rdmatest: reader in the other process stuck before stamp %d", k)
+			}
+			err := qp.PostSend(&wr)
+			if err != nil && !errors.Is(err, rdma.ErrSendQueueFull) {
+				return err
+			}
+			// Reap until our READ completes (or, if the queue was full,
+			// until something completes), checking the writes' statuses.
+			for done := false; !done; {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("rdmatest: no completion for the progress READ")
+				}
+				n := cq.Poll(buf)
+				for _, c := range buf[:n] {
+					if c.Status != rdma.StatusSuccess {
+						return fmt.Errorf("rdmatest: %s (id %d) completed with %s", c.Op, c.ID, c.Status)
+					}
+					done = done || c.ID == readID || err != nil
+				}
+				idle.Idle(n)
+			}
+			if err == nil && u64(local.Bytes()[off:]) >= k {
+				return nil
+			}
+		}
+	}
+}
 
 func stampRounds() int {
 	if testing.Short() {
@@ -87,7 +130,7 @@ func writeStamps(qp rdma.QueuePair, cq rdma.CompletionQueue, rr rdma.RemoteRegio
 		if err := post(&st); err != nil {
 			return err
 		}
-		if pace != nil && k%256 == 0 {
+		if pace != nil && k%256 == 0 && k < uint64(rounds) {
 			if err := pace(k); err != nil {
 				return err
 			}
@@ -101,9 +144,9 @@ func writeStamps(qp rdma.QueuePair, cq rdma.CompletionQueue, rr rdma.RemoteRegio
 // readStamps spins on the stamp word of mem with atomic loads until it
 // reads final, and checks each time that every payload word (atomic loads)
 // is at least the stamp: the payload of round k was written before stamp k.
-// It stores each stamp it checked in seen (if not nil) and returns how many
-// stamps it checked.
-func readStamps(mem []byte, final uint64, seen *atomic.Uint64) (int, error) {
+// It reports each stamp it checked to seen (if not nil) and returns how
+// many stamps it checked.
+func readStamps(mem []byte, final uint64, seen func(uint64)) (int, error) {
 	stamp := (*uint64)(unsafe.Pointer(&mem[stampOff]))
 	var words [payloadWords]*uint64
 	for w := range words {
@@ -126,7 +169,7 @@ func readStamps(mem []byte, final uint64, seen *atomic.Uint64) (int, error) {
 			last = s
 			spins = 0
 			if seen != nil {
-				seen.Store(s)
+				seen(s)
 			}
 		}
 		if s == final {
@@ -150,7 +193,7 @@ func testPayloadThenStamp(t *testing.T, p Provider) {
 	done := make(chan result, 1)
 	var seen atomic.Uint64
 	go func() {
-		n, err := readStamps(x.target.Bytes(), uint64(rounds), &seen)
+		n, err := readStamps(x.target.Bytes(), uint64(rounds), seen.Store)
 		done <- result{n, err}
 	}()
 	// Every 256 rounds the writer waits until the reader has checked the

@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,7 +55,8 @@ func peerRole(p Provider) string { return "rdmatest-peer-" + p.Name }
 //	CONNECT <hex endpoint>         connect its QP to ours
 //	FAA <hex region> <n>           atomicRacer: n FAA and n CAS increments;
 //	                               answers "OK <won values…>"
-//	STAMPS <hex region> <rounds>   writeStamps into our region
+//	STAMPS <hex region> <rounds>   writeStamps into our region, pacing on
+//	                               the progress we publish at seenOff
 //	RECV <n>                       post n receives of 1 KiB
 //	WAITRECV <n>                   wait for n receive completions; answers
 //	                               "OK op:status:bytes:imm:hexdata …"
@@ -134,7 +137,7 @@ func peerMain(p Provider, in io.Reader, out io.Writer) int {
 					rest.WriteString(" " + strconv.FormatUint(v, 10))
 				}
 			} else if err == nil {
-				err = writeStamps(qp, cq, r, n, nil)
+				err = writeStamps(qp, cq, r, n, readerPace(qp, cq, local, 64, r))
 			}
 			reply(out, err, rest.String())
 		case "RECV":
@@ -347,7 +350,8 @@ func testStampsFromProcess(t *testing.T, p Provider) {
 	started := make(chan struct{})
 	go func() {
 		close(started)
-		n, err := readStamps(target.Bytes(), uint64(rounds), nil)
+		seen := (*uint64)(unsafe.Pointer(&target.Bytes()[seenOff]))
+		n, err := readStamps(target.Bytes(), uint64(rounds), func(s uint64) { atomic.StoreUint64(seen, s) })
 		done <- result{n, err}
 	}()
 	<-started
@@ -357,6 +361,7 @@ func testStampsFromProcess(t *testing.T, p Provider) {
 	checked := r.n
 	pp.ok(t)
 	t.Logf("%d rounds written by another process, reader checked %d distinct stamps", rounds, checked)
+	assert.GreaterOrEqual(t, checked, rounds/256, "the writer waited for the reader every 256 rounds")
 }
 
 func testPeerKilled(t *testing.T, p Provider) {
