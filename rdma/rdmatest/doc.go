@@ -56,7 +56,8 @@
 //     are ErrInvalidRequest.
 //   - Order: payload WRITE then 8-byte stamp WRITE on one QP, thousands of
 //     rounds, with a reader spinning on the stamp (atomic loads) that must
-//     never see a stamp before its payload.
+//     never see a stamp before its payload; the writer waits for the reader
+//     every 256 rounds, so the reader checks stamps all along the run.
 //   - Atomics: FAA and CAS increments racing from four QPs (and, where
 //     Caps().Atomic is AtomicGlobal, the owner's CPU atomics): the FAA sum
 //     is exact and every CAS increment is won exactly once.
