@@ -14,6 +14,15 @@
 // Recorder; a stats loop publishes an interval message on the bus every
 // StatsInterval and hands it to Config.OnStats.
 //
+// Joining a running topic: before it answers a publisher's connect (so
+// before that publisher can add the ring), the subscriber asks the topic's
+// home for its counter and the ring starts there (ring.Reader.StartAt);
+// sequences claimed between that and the publisher adding the ring were
+// never going to be written into it and are counted in
+// Counters.BeforeJoin, not reported as gaps. A ring still empty JoinGrace
+// after a connect is restarted at the counter once more (what it passes
+// over is counted the same way).
+//
 // Close withdraws the subscription (publishers drop the ring), drains what
 // is already in the ring, publishes the last stats, closes the queue pairs
 // and unmaps the ring.

@@ -228,7 +228,7 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h H
 	if cfg.Mode == ring.Reliable {
 		mode = bus.ModeReliable
 	}
-	s.sub, err = node.Subscribe(ctx, bus.SubscribeSpec{
+	sub, err := node.Subscribe(ctx, bus.SubscribeSpec{
 		Topic: cfg.Topic, ID: cfg.ID, Mode: mode, Ring: desc,
 		Accept:          s.accept,
 		OnPublisher:     s.publisherUp,
@@ -238,6 +238,9 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h H
 		_ = s.ring.Close()
 		return nil, fmt.Errorf("subscriber: %w", err)
 	}
+	s.mu.Lock() // accept may already run on the bus's goroutines
+	s.sub = sub
+	s.mu.Unlock()
 	s.rep = stats.NewReporter(stats.Meta{Topic: cfg.Topic, Subscriber: cfg.ID, Host: node.HostID(), Provider: cfg.Provider}, s.rec)
 	s.stopStats = make(chan struct{})
 	s.statsDone = make(chan struct{})
@@ -363,7 +366,7 @@ func (s *Subscriber) learnStart(ctx context.Context, from string) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second) // leave the publisher's connect time to finish
 	defer cancel()
 	nodes := []string{from}
-	for _, p := range s.sub.Publishers() {
+	for _, p := range s.publishers() {
 		if p.Node.ID != from {
 			nodes = append(nodes, p.Node.ID)
 		}
@@ -406,7 +409,7 @@ func (s *Subscriber) unstick(from string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	nodes := []string{from}
-	for _, p := range s.sub.Publishers() {
+	for _, p := range s.publishers() {
 		nodes = append(nodes, p.Node.ID)
 	}
 	for _, n := range nodes {
@@ -418,6 +421,18 @@ func (s *Subscriber) unstick(from string) {
 			return
 		}
 	}
+}
+
+// publishers lists the topic's publishers the bus reported (none before
+// Subscribe returned).
+func (s *Subscriber) publishers() []bus.PublisherInfo {
+	s.mu.Lock()
+	sub := s.sub
+	s.mu.Unlock()
+	if sub == nil {
+		return nil
+	}
+	return sub.Publishers()
 }
 
 // askCounter asks the topic's home on node (if it is there) for its
