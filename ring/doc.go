@@ -52,8 +52,8 @@
 // A batch's run of consecutive slots goes in one body WRITE whose staged
 // stamps are StampBusy, then one stamp WRITE per slot (k+1 WRITEs for k
 // ticks; lossy 2k+1). Writes on one QP are placed in order, so a stamp is
-// never visible before its body, on shm (CPU copies, the 8-byte stamp a single store) as on a
-// NIC. Every update of the counter goes through a QP, the home owner's own
+// never visible before its body, on shm (CPU copies, the 8-byte stamp one
+// atomic store) as on a NIC. Every update of the counter goes through a QP, the home owner's own
 // publisher included (a loopback QP), so a NIC whose atomics are atomic only
 // among themselves stays correct. Only one WRITE in SignalEvery per QP is
 // signalled; completions are reaped by polling. A target whose QP fails is
@@ -79,7 +79,9 @@
 //   - > next, in the same slot: lapped (lossy). The journal is asked for
 //     what it still holds (three RDMA READs per sequence: stamp, slot,
 //     stamp); the rest is one EventOverrun; the reader resumes at
-//     stamp-slots+1, the oldest sequence the ring may still hold.
+//     stamp-slots+1, the oldest sequence the ring may still hold
+//     (adjacent events of one kind within a poll are merged, so a reader
+//     lapped again while it catches up reports one range).
 //   - otherwise: not written yet. If later sequences are present and stay
 //     so for GapTimeout while next is still missing, its claimant died
 //     between claim and write: journal, else EventGap for exactly the
