@@ -33,52 +33,53 @@ var AllCases = []string{CaseTickbusShm, CaseTickbusTCP, CaseNATS, CaseChan, Case
 var ErrInvalidConfig = errors.New("bench: invalid config")
 
 // Config is one bench run. The zero value is not valid; start from
-// DefaultConfig (RegisterFlags installs its values as flag defaults).
+// DefaultConfig (RegisterFlags installs its values as flag defaults). Its
+// YAML keys are the flag names.
 type Config struct {
 	// Duration of each paced latency (or ping-pong) run per case.
-	Duration time.Duration
+	Duration time.Duration `yaml:"duration"`
 	// ThroughputDuration of each throughput run (single and batched) per case
 	// and of each scaling point.
-	ThroughputDuration time.Duration
+	ThroughputDuration time.Duration `yaml:"tp-duration"`
 	// Rate of the paced latency run, ticks per second.
-	Rate int
+	Rate int `yaml:"rate"`
 	// Size of a message in bytes (the tick is 64); at least MinSize.
-	Size int
+	Size int `yaml:"size"`
 	// Batch is how many ticks one batched send carries.
-	Batch int
+	Batch int `yaml:"batch"`
 	// Cases to run, by name (AllCases if empty).
-	Cases []string
+	Cases []string `yaml:"cases"`
 	// CPUs pins the hot threads: the publisher's to CPUs[0], the
 	// subscriber's to CPUs[1] (and so on, round robin). Empty: not pinned.
-	CPUs []int
+	CPUs []int `yaml:"cpus"`
 	// Idle is the idle strategy of every poll and pacing loop: "spin",
 	// "yield" (default) or "backoff" (see rdma.ParseIdle). Yield lets a
 	// provider's own goroutines (tcp's flusher and responder) run on a
 	// machine with fewer cores than spinning threads; spin is the lowest
 	// latency where every hot thread has a core of its own.
-	Idle string
+	Idle string `yaml:"idle"`
 	// RingMode of the tickbus cases' subscriber rings: "reliable" (the
 	// publisher waits for room, as the chan and floor cases do) or "lossy"
 	// (the publisher never waits; overruns show as lost).
-	RingMode string
+	RingMode string `yaml:"ring-mode"`
 	// Claim is how tickbus publishers claim sequences: "cas" or "faa".
-	Claim string
+	Claim string `yaml:"claim"`
 	// PingPong measures round trips (publisher to subscriber and back on a
 	// second topic) instead of one-way latency.
-	PingPong bool
+	PingPong bool `yaml:"pingpong"`
 	// Scaling adds the fan-out (1, 2, 4, 8 subscribers) and contention (1,
 	// 2, 4 publishers) runs of tickbus-shm, as a table and an SVG plot.
-	Scaling bool
+	Scaling bool `yaml:"scaling"`
 	// Quick shortens every run so the whole bench ends within 20 s.
-	Quick bool
+	Quick bool `yaml:"quick"`
 	// JSON, if set, is the file the per-case results are written to.
-	JSON string
+	JSON string `yaml:"json"`
 	// Out, if set, is the directory for HdrHistogram logs (one .hlog per
 	// case) and the scaling plot.
-	Out string
+	Out string `yaml:"out"`
 	// Profile writes a CPU profile (pprof) of every publisher and
 	// subscriber process under Out, one file per process and run.
-	Profile bool
+	Profile bool `yaml:"pprof"`
 	// Logger for control-path events; zerolog.Nop() if zero.
 	Logger zerolog.Logger `yaml:"-"`
 }

@@ -6,11 +6,13 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 )
 
 func TestConfig_RegisterFlags_ParsesEveryFlag(t *testing.T) {
@@ -93,4 +95,25 @@ func TestRun_BadConfig_FailsAndWritesNothing(t *testing.T) {
 	assert.True(t, os.IsNotExist(err))
 	_, err = os.Stat(cfg.Out)
 	assert.True(t, os.IsNotExist(err))
+}
+
+func TestConfig_YAMLKeysAreTheFlagNames(t *testing.T) {
+	cfg := DefaultConfig()
+	dec := yaml.NewDecoder(strings.NewReader("duration: 2s\ntp-duration: 300ms\nrate: 5000\ncases: [nats, chan]\ncpus: [0, 1]\nring-mode: lossy\nclaim: faa\npingpong: true\npprof: true\nout: d\n"))
+	dec.KnownFields(true)
+	require.NoError(t, dec.Decode(&cfg))
+	assert.Equal(t, 2*time.Second, cfg.Duration)
+	assert.Equal(t, 300*time.Millisecond, cfg.ThroughputDuration)
+	assert.Equal(t, 5000, cfg.Rate)
+	assert.Equal(t, []string{"nats", "chan"}, cfg.Cases)
+	assert.Equal(t, []int{0, 1}, cfg.CPUs)
+	assert.Equal(t, "lossy", cfg.RingMode)
+	assert.Equal(t, "faa", cfg.Claim)
+	assert.True(t, cfg.PingPong)
+	assert.True(t, cfg.Profile)
+	require.NoError(t, cfg.Validate())
+
+	bad := yaml.NewDecoder(strings.NewReader("ringmode: lossy\n"))
+	bad.KnownFields(true)
+	assert.Error(t, bad.Decode(&cfg), "only the flag spelling is a key")
 }
