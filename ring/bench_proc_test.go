@@ -61,7 +61,61 @@ func ringLatency(b *testing.B, count int) quants {
 	defer cancel()
 	pt := startTopic(b, ctx,
 		[]subSpec{{args: []string{"-mode", "reliable", "-slots", "65536", "-end", n, "-idle", "spin", "-lat", "-limit", "9m"}}},
-		[]pubSpec{{[]string{"-claim", "cas", "-how", "paced", "-rate", strconv.Itoa(pacedRate), "-n", n, "-size", "64", "-timeout", "60s"}}})
+		[]pubSpec{{args: []string{"-claim", "cas", "-how", "paced", "-rate", strconv.Itoa(pacedRate), "-n", n, "-size", "64", "-timeout", "60s"}}})
+	b.ResetTimer()
+	pt.goAll()
+	lat := kv(pt.subs[0].expect(b, "LAT", 9*time.Minute))
+	s := kv(pt.subs[0].expect(b, "DONE", time.Minute))
+	b.StopTimer()
+	pt.done(pt.pubs, time.Minute)
+	pt.exitAll()
+	if s["events"] != "-" || s["badcrc"] != "0" {
+		b.Fatalf("ticks lost or bad during the latency run: %v", s)
+	}
+	var q quants
+	for i, k := range []string{"p50", "p99", "p999", "p9999", "max"} {
+		v, err := strconv.ParseFloat(lat[k], 64)
+		if err != nil {
+			b.Fatalf("%s in %v", k, lat)
+		}
+		q[i] = v
+	}
+	return q
+}
+
+// BenchmarkLatency_CrossProcess_OneInFlight: one publisher process, one
+// spinning subscriber process, reliable ring; the publisher sends tick i
+// only once the subscriber has delivered i-1 (it stores the sequence in a
+// shared word) and stamps it with its send time. One tick in flight, no
+// backlog: one-way latency comparable with the floor's.
+func BenchmarkLatency_CrossProcess_OneInFlight(b *testing.B) {
+	q := ringLatencyOneInFlight(b, b.N)
+	q.report(b, "")
+}
+
+func ringLatencyOneInFlight(b *testing.B, count int) quants {
+	m, err := shmem.Alloc("ring-ack", 4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	dupFile := func() *os.File {
+		fd, err := unix.Dup(m.Fd())
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := os.NewFile(uintptr(fd), "ack")
+		b.Cleanup(func() { _ = f.Close() })
+		return f
+	}
+	n := strconv.Itoa(count)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	pt := startTopic(b, ctx,
+		[]subSpec{{args: []string{"-mode", "reliable", "-slots", "4096", "-end", n, "-idle", "spin", "-lat", "-ack", "-limit", "9m"},
+			files: []*os.File{dupFile()}}},
+		[]pubSpec{{args: []string{"-claim", "cas", "-how", "pingpong", "-n", n, "-size", "64", "-timeout", "60s"},
+			files: []*os.File{dupFile()}}})
 	b.ResetTimer()
 	pt.goAll()
 	lat := kv(pt.subs[0].expect(b, "LAT", 9*time.Minute))
@@ -240,7 +294,8 @@ func jitterProbe(count int) quants {
 }
 
 // BenchmarkLatencyRatios runs the floor, the jitter probe, the ring across
-// processes and a Go channel back to back on b.N ticks each, and reports
+// processes (paced, and one in flight: "ring1") and a Go channel back to
+// back on b.N ticks each, and reports
 // every figure and the target ratios from that one run: ring p50 / floor
 // p50 (target <= 2), ring p99 and p99.9 / jitter p99 and p99.9 (target
 // <= 1.25), and the channel's against the ring's.
@@ -248,12 +303,15 @@ func BenchmarkLatencyRatios(b *testing.B) {
 	floor := floorLatency(b, b.N)
 	jitter := jitterProbe(b.N)
 	ringQ := ringLatency(b, b.N)
+	one := ringLatencyOneInFlight(b, b.N)
 	ch := chanLatency(b.N)
 	floor.report(b, "floor-")
 	jitter.report(b, "jitter-")
 	ringQ.report(b, "ring-")
+	one.report(b, "ring1-")
 	ch.report(b, "chan-")
 	b.ReportMetric(ringQ[0]/floor[0], "ring/floor-p50")
+	b.ReportMetric(one[0]/floor[0], "ring1/floor-p50")
 	b.ReportMetric(ringQ[1]/jitter[1], "ring/jitter-p99")
 	b.ReportMetric(ringQ[2]/jitter[2], "ring/jitter-p99.9")
 	b.ReportMetric(ringQ[3]/jitter[3], "ring/jitter-p99.99")
@@ -271,7 +329,7 @@ func BenchmarkThroughput_CrossProcess(b *testing.B) {
 			defer cancel()
 			pt := startTopic(b, ctx,
 				[]subSpec{{args: []string{"-mode", "reliable", "-slots", "16384", "-end", n, "-idle", "backoff", "-limit", "9m"}}},
-				[]pubSpec{{[]string{"-claim", "cas", "-how", how, "-n", n, "-size", "64", "-timeout", "30s"}}})
+				[]pubSpec{{args: []string{"-claim", "cas", "-how", how, "-n", n, "-size", "64", "-timeout", "30s"}}})
 			b.ResetTimer()
 			pt.goAll()
 			s := kv(pt.subs[0].expect(b, "DONE", 9*time.Minute))

@@ -29,9 +29,9 @@ func TestProc_ThreePublishersTwoSubscribers_EverySequenceOnceSameOrder(t *testin
 	// for dead.
 	sub := subSpec{args: []string{"-mode", "reliable", "-slots", "16384", "-end", itoa(total), "-limit", "120s", "-gap", "20s"}}
 	pt := startTopic(t, ctx, []subSpec{sub, sub}, []pubSpec{
-		{[]string{"-claim", "faa", "-how", "plain", "-n", itoa(per[0])}},
-		{[]string{"-claim", "faa", "-how", "batch", "-n", itoa(per[1])}},
-		{[]string{"-claim", "cas", "-how", "plain", "-n", itoa(per[2])}},
+		{args: []string{"-claim", "faa", "-how", "plain", "-n", itoa(per[0])}},
+		{args: []string{"-claim", "faa", "-how", "batch", "-n", itoa(per[1])}},
+		{args: []string{"-claim", "cas", "-how", "plain", "-n", itoa(per[2])}},
 	})
 	start := time.Now()
 	pt.goAll()
@@ -72,7 +72,7 @@ func TestProc_LossyStall_PublisherNeverBlocksOverrunsAccountExactly(t *testing.T
 			// re-check is what keeps torn copies out.
 			{args: []string{"-mode", "lossy", "-slots", "8", "-end", itoa(n), "-idle", "yield"}},
 		},
-		[]pubSpec{{[]string{"-claim", "cas", "-how", "plain", "-n", itoa(n), "-timeout", "100ms"}}})
+		[]pubSpec{{args: []string{"-claim", "cas", "-how", "plain", "-n", itoa(n), "-timeout", "100ms"}}})
 	pt.goAll()
 	p := pt.done(pt.pubs, 80*time.Second)[0]
 	subs := pt.done(pt.subs, 80*time.Second)
@@ -101,7 +101,7 @@ func TestProc_ReliableStall_NothingLostPublisherTimesOut(t *testing.T) {
 	defer cancel()
 	pt := startTopic(t, ctx,
 		[]subSpec{{args: []string{"-mode", "reliable", "-slots", "1024", "-end", itoa(n), "-stall-after", "1000", "-stall-for", "1500ms"}}},
-		[]pubSpec{{[]string{"-claim", "cas", "-how", "plain", "-n", itoa(n), "-timeout", "300ms", "-retry"}}})
+		[]pubSpec{{args: []string{"-claim", "cas", "-how", "plain", "-n", itoa(n), "-timeout", "300ms", "-retry"}}})
 	pt.goAll()
 	p := pt.done(pt.pubs, 80*time.Second)[0]
 	s := pt.done(pt.subs, 80*time.Second)[0]
@@ -128,8 +128,8 @@ func TestProc_PublisherKilledBetweenClaimAndWrite_OneGapThenOn(t *testing.T) {
 			{args: []string{"-mode", "lossy", "-end", itoa(end), "-gap", "200ms"}},
 		},
 		[]pubSpec{
-			{[]string{"-claim", "faa", "-how", "die", "-n", "100"}},
-			{[]string{"-claim", "cas", "-how", "plain", "-n", "1000"}},
+			{args: []string{"-claim", "faa", "-how", "die", "-n", "100"}},
+			{args: []string{"-claim", "cas", "-how", "plain", "-n", "1000"}},
 		})
 	victim, other := pt.pubs[0], pt.pubs[1]
 	victim.send(t, "GO")
@@ -160,7 +160,7 @@ func TestProc_ABLines_EachNumberOnceLoserIsTold(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	sub := subSpec{args: []string{"-mode", "reliable", "-slots", "16384", "-end", itoa(n), "-exch", "-gap", "20s"}}
-	line := pubSpec{[]string{"-claim", "cas", "-how", "at", "-n", itoa(n)}}
+	line := pubSpec{args: []string{"-claim", "cas", "-how", "at", "-n", itoa(n)}}
 	pt := startTopic(t, ctx, []subSpec{sub, sub}, []pubSpec{line, line})
 	pt.goAll()
 	pubs := pt.done(pt.pubs, 110*time.Second)
@@ -194,8 +194,8 @@ func TestProc_PublisherKilledAfterJournal_TickRecoveredFromJournal(t *testing.T)
 			{args: []string{"-mode", "lossy", "-end", itoa(end), "-gap", "200ms"}, journal: true},
 		},
 		[]pubSpec{
-			{[]string{"-claim", "faa", "-how", "die-journal", "-n", "100"}},
-			{[]string{"-claim", "cas", "-how", "plain", "-n", "1000"}},
+			{args: []string{"-claim", "faa", "-how", "die-journal", "-n", "100"}},
+			{args: []string{"-claim", "cas", "-how", "plain", "-n", "1000"}},
 		})
 	victim, other := pt.pubs[0], pt.pubs[1]
 	victim.send(t, "GO")

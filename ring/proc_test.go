@@ -14,9 +14,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/internal/child"
+	"github.com/tickbus/tickbus/internal/shmem"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/rdma/shm"
 )
@@ -143,6 +146,7 @@ type subChecker struct {
 	stallFor   time.Duration
 	stalled    bool
 	hist       *hdrhistogram.Histogram
+	ack        *atomic.Uint64 // -ack: the last delivered sequence, for the publisher
 }
 
 func (c *subChecker) OnTicks(ts []Tick) {
@@ -171,6 +175,9 @@ func (c *subChecker) OnTicks(ts []Tick) {
 		}
 		c.delivered++
 	}
+	if c.ack != nil {
+		c.ack.Store(ts[len(ts)-1].Seq) // pairs with the ping-pong publisher's Load
+	}
 }
 
 func (c *subChecker) OnEvent(ev Event) {
@@ -195,6 +202,7 @@ func subMain(args []string) int {
 	idleName := fs.String("idle", "backoff", "idle strategy: spin, yield or backoff")
 	lat := fs.Bool("lat", false, "record receive time minus publish time in an HdrHistogram")
 	useJournal := fs.Bool("journal", false, "recover from the home's journal (a QP to the home)")
+	ackFd := fs.Bool("ack", false, "store each delivered sequence in the shared word at fd 3 (ping-pong pacing)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -275,6 +283,13 @@ func subMain(args []string) int {
 	if *lat {
 		c.hist = hdrhistogram.New(1, 10_000_000_000, 3)
 	}
+	if *ackFd {
+		mem, err := shmem.Map(3, 4096)
+		if err != nil {
+			return die("ack map: %v", err)
+		}
+		c.ack = at[atomic.Uint64](mem, 0)
+	}
 	rd := r.Reader()
 	deadline := time.Now().Add(*limit)
 	for c.expect <= *end {
@@ -313,6 +328,9 @@ func pubMain(args []string) int {
 	timeout := fs.Duration("timeout", 10*time.Second, "writer timeout")
 	retry := fs.Bool("retry", false, "retry a publish refused with ErrBackPressure before its claim")
 	rate := fs.Int("rate", 100_000, "paced: ticks per second")
+	// pingpong: publish tick i only once the subscriber stored i-1 in the
+	// shared word at fd 3, stamped with the send time: one tick in flight,
+	// so one-way latency without any backlog, comparable with the floor.
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -452,6 +470,21 @@ func pubMain(args []string) int {
 			fillPayload(payload, uint32(*id), i)
 			count(w.Publish(1, payload, intended))
 		}
+	case "pingpong":
+		mem, err := shmem.Map(3, 4096)
+		if err != nil {
+			return die("ack map: %v", err)
+		}
+		ack := at[atomic.Uint64](mem, 0)
+		for i := uint64(1); i <= *n; i++ {
+			for k := 0; ack.Load() != i-1; k++ { // pairs with the subscriber's Store
+				if k&0xfffff == 0xfffff {
+					runtime.Gosched()
+				}
+			}
+			fillPayload(payload, uint32(*id), i)
+			count(w.Publish(1, payload, time.Now().UnixNano()))
+		}
 	case "at":
 		for s := uint64(1); s <= *n; s++ {
 			fillPayload(payload, uint32(*id), s)
@@ -498,8 +531,15 @@ func (s *syncBuf) String() string {
 
 func startProc(t testing.TB, ctx context.Context, name, role string, args ...string) *proc {
 	t.Helper()
+	return startProcFiles(t, ctx, name, role, nil, args...)
+}
+
+// startProcFiles is startProc with files for the child at fd 3 onwards.
+func startProcFiles(t testing.TB, ctx context.Context, name, role string, files []*os.File, args ...string) *proc {
+	t.Helper()
 	cmd, err := child.Command(ctx, role, args...)
 	require.NoError(t, err)
+	cmd.ExtraFiles = files
 	p := &proc{name: name, cmd: cmd, out: make(chan []string, 64), stderr: &syncBuf{}}
 	cmd.Stderr = p.stderr
 	p.in, err = cmd.StdinPipe()
@@ -582,9 +622,13 @@ type procTopic struct {
 
 type subSpec struct {
 	args    []string
-	journal bool // recovers from the home's journal
+	journal bool       // recovers from the home's journal
+	files   []*os.File // at fd 3 onwards in the child
 }
-type pubSpec struct{ args []string }
+type pubSpec struct {
+	args  []string
+	files []*os.File // at fd 3 onwards in the child
+}
 
 // startTopic starts the subscribers and publishers, wires every QP, and
 // returns once every child said READY. GO is the caller's.
@@ -611,11 +655,11 @@ func startTopicJ(t testing.TB, ctx context.Context, journal int, subs []subSpec,
 		if s.journal {
 			args = append(args, "-journal")
 		}
-		pt.subs = append(pt.subs, startProc(t, ctx, fmt.Sprintf("sub%d", j), "ring-sub", args...))
+		pt.subs = append(pt.subs, startProcFiles(t, ctx, fmt.Sprintf("sub%d", j), "ring-sub", s.files, args...))
 	}
 	for k, s := range pubs {
 		args := append([]string{"-id", strconv.Itoa(k + 1), "-subs", strconv.Itoa(len(subs))}, s.args...)
-		pt.pubs = append(pt.pubs, startProc(t, ctx, fmt.Sprintf("pub%d", k+1), "ring-pub", args...))
+		pt.pubs = append(pt.pubs, startProcFiles(t, ctx, fmt.Sprintf("pub%d", k+1), "ring-pub", s.files, args...))
 	}
 	const wait = 60 * time.Second
 	ringDesc := make([]string, len(subs))
