@@ -25,6 +25,10 @@ var (
 	// ErrTooLarge: a message larger than the topic's slot payload. Nothing
 	// was published.
 	ErrTooLarge = errors.New("publisher: message larger than the slot payload")
+	// ErrMixedProviders: a publisher asked to claim on this home over a
+	// provider that cannot share the counter with the home's own (verbs
+	// atomics are atomic only among themselves).
+	ErrMixedProviders = errors.New("publisher: providers cannot be mixed on this home")
 )
 
 // Config configures a Publisher.
@@ -36,8 +40,13 @@ type Config struct {
 	ID string
 	// PublisherID is stamped on every tick; default random non-zero.
 	PublisherID uint32
-	// Provider is the device the home, the writer and every queue pair use:
-	// "shm" (default; peers on this host) or "tcp".
+	// Provider is the device the topic's home is allocated on if this
+	// publisher becomes it, and the one its own claims use (a loopback
+	// queue pair): "shm" (default) or "tcp". Every other queue pair uses
+	// the provider the bus picks for its peer (Node.ProviderFor: shm on
+	// this host, tcp across hosts, or the node's override), and the home is
+	// registered on that provider's device too when a peer claims through
+	// it.
 	Provider string
 	// SlotSize bounds every message of the topic if this publisher becomes
 	// its home (default 128: a tick and room to spare); JournalSlots is the
@@ -95,7 +104,8 @@ func (c *Config) setDefaults() error {
 type Publisher struct {
 	cfg  Config
 	node *bus.Node
-	dev  rdma.Device
+	devs *devices.Set
+	dev  rdma.Device // Config.Provider's: the home's, if here
 	log  zerolog.Logger
 
 	// Hot path: the publishing goroutine.
@@ -107,14 +117,15 @@ type Publisher struct {
 	homeQP rdma.QueuePair // the writer's QP to the home
 	cq     rdma.CompletionQueue
 
-	mu      sync.Mutex
-	closed  bool
-	ready   bool                 // the writer exists
-	pending []bus.SubscriberInfo // reported before the writer existed
-	targets map[string]*target   // subscriber key → target
-	nextID  uint64
-	homeAcc []conn // QPs other publishers connected to our home
-	dropped map[uint64]bool
+	mu       sync.Mutex
+	closed   bool
+	ready    bool                 // the writer exists
+	pending  []bus.SubscriberInfo // reported before the writer existed
+	targets  map[string]*target   // subscriber key → target
+	nextID   uint64
+	homeAcc  []conn             // QPs other publishers connected to our home
+	homeAlso map[string]homeReg // provider → the home registered on that device too
+	dropped  map[uint64]bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -129,6 +140,14 @@ type target struct {
 type conn struct {
 	qp rdma.QueuePair
 	cq rdma.CompletionQueue
+}
+
+// homeReg is the home registered on a second device, for publishers that
+// claim through another provider.
+type homeReg struct {
+	dev  rdma.Device
+	mr   rdma.MemoryRegion
+	desc []byte
 }
 
 func (c conn) close() error {
@@ -168,11 +187,8 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*P
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: cfg, node: node, dev: dev, targets: map[string]*target{}, dropped: map[uint64]bool{},
-		log: cfg.Logger.With().Str("topic", cfg.Topic).Str("publisher", cfg.ID).Logger()}
-	if p.cq, err = dev.CreateCQ(cqDepth); err != nil {
-		return nil, fmt.Errorf("publisher: %w", err)
-	}
+	p := &Publisher{cfg: cfg, node: node, devs: devs, dev: dev, targets: map[string]*target{}, dropped: map[uint64]bool{},
+		homeAlso: map[string]homeReg{}, log: cfg.Logger.With().Str("topic", cfg.Topic).Str("publisher", cfg.ID).Logger()}
 	var data [4]byte
 	binary.LittleEndian.PutUint32(data[:], cfg.PublisherID)
 	p.pub, err = node.Publish(ctx, bus.PublishSpec{
@@ -187,7 +203,13 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*P
 		},
 	})
 	if err != nil {
-		_ = p.cq.Close()
+		p.mu.Lock()
+		also := p.homeAlso
+		p.homeAlso = nil
+		p.mu.Unlock()
+		for _, a := range also {
+			_ = a.mr.Close()
+		}
 		if p.home != nil {
 			_ = p.home.Close()
 		}
@@ -229,11 +251,11 @@ func (p *Publisher) newHome(_ context.Context, topic string) ([]byte, error) {
 
 // acceptHome serves another publisher's connect to our home.
 func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
-	if req.Endpoint.Provider != p.dev.Provider() {
-		return bus.ConnectReply{}, fmt.Errorf("publisher: the home of %s is on %s, the connect came over %s (set bus.provider alike everywhere)",
-			p.cfg.Topic, p.dev.Provider(), req.Endpoint.Provider)
+	dev, desc, err := p.homeDeviceFor(req.Endpoint.Provider)
+	if err != nil {
+		return bus.ConnectReply{}, err
 	}
-	c, err := p.newConn()
+	c, err := newConn(dev)
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
@@ -248,24 +270,21 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 		return bus.ConnectReply{}, ErrClosed
 	}
 	p.homeAcc = append(p.homeAcc, c)
-	desc, err := p.home.Desc().MarshalBinary()
 	// The counter as read now: a subscriber joining a running topic starts
 	// its ring here (ring.Reader.StartAt).
 	var counter [8]byte
 	binary.LittleEndian.PutUint64(counter[:], p.home.Counter())
 	p.mu.Unlock()
-	if err != nil {
-		return bus.ConnectReply{}, err
-	}
+	p.log.Info().Str("peer", req.From.ID).Str("peer_host", req.From.HostID).Str("provider", dev.Provider()).Msg("publisher: connected to the home")
 	return bus.ConnectReply{Endpoint: c.qp.LocalEndpoint(), Region: desc, Data: counter[:]}, nil
 }
 
-func (p *Publisher) newConn() (conn, error) {
-	cq, err := p.dev.CreateCQ(cqDepth)
+func newConn(dev rdma.Device) (conn, error) {
+	cq, err := dev.CreateCQ(cqDepth)
 	if err != nil {
 		return conn{}, err
 	}
-	qp, err := p.dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: sendDepth, RecvDepth: 16})
+	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: sendDepth, RecvDepth: 16})
 	if err != nil {
 		_ = cq.Close()
 		return conn{}, err
@@ -281,7 +300,20 @@ func (p *Publisher) connectHome(ctx context.Context) error {
 	if err := hd.UnmarshalBinary(hi.Descriptor); err != nil {
 		return fmt.Errorf("publisher: home descriptor from %s: %w", hi.Node.ID, err)
 	}
-	qp, err := p.dev.CreateQP(rdma.QPConfig{SendCQ: p.cq, RecvCQ: p.cq, SendDepth: sendDepth, RecvDepth: 16})
+	dev := p.dev // a home here: a loopback pair on its own device
+	if !hi.Local {
+		d, err := p.devs.Get(p.node.ProviderFor(hi.Node))
+		if err != nil {
+			return fmt.Errorf("publisher: the home on %s: %w", hi.Node.ID, err)
+		}
+		dev = d
+	}
+	cq, err := dev.CreateCQ(cqDepth)
+	if err != nil {
+		return fmt.Errorf("publisher: %w", err)
+	}
+	p.cq = cq
+	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: p.cq, RecvCQ: p.cq, SendDepth: sendDepth, RecvDepth: 16})
 	if err != nil {
 		return fmt.Errorf("publisher: %w", err)
 	}
@@ -289,7 +321,7 @@ func (p *Publisher) connectHome(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 	defer cancel()
 	if hi.Local {
-		peer, err := p.newConn()
+		peer, err := newConn(dev)
 		if err != nil {
 			return fmt.Errorf("publisher: %w", err)
 		}
@@ -313,8 +345,19 @@ func (p *Publisher) connectHome(ctx context.Context) error {
 		if err := qp.Connect(cctx, rep.Endpoint); err != nil {
 			return fmt.Errorf("publisher: connect to the home on %s: %w", hi.Node.ID, err)
 		}
+		// The home's region as registered on this provider's device.
+		var rd ring.HomeDesc
+		if err := rd.UnmarshalBinary(rep.Region); err != nil {
+			return fmt.Errorf("publisher: home descriptor in the connect reply from %s: %w", hi.Node.ID, err)
+		}
+		if rd.Epoch != hd.Epoch || rd.SlotSize != hd.SlotSize || rd.JournalSlots != hd.JournalSlots {
+			return fmt.Errorf("publisher: the home on %s answered with another home's descriptor", hi.Node.ID)
+		}
+		hd = rd
 	}
-	w, err := ring.NewWriter(ring.WriterConfig{Device: p.dev, CQ: p.cq, HomeQP: qp, Home: hd, PublisherID: p.cfg.PublisherID,
+	p.log.Info().Str("home", hi.Node.ID).Str("home_host", hi.Node.HostID).Bool("local", hi.Local).Str("provider", dev.Provider()).
+		Msg("publisher: claims go to the home")
+	w, err := ring.NewWriter(ring.WriterConfig{Device: dev, CQ: p.cq, HomeQP: qp, Home: hd, PublisherID: p.cfg.PublisherID,
 		Claim: p.cfg.Claim, MaxBatch: p.cfg.MaxBatch, Timeout: p.cfg.Timeout, Idle: p.cfg.Idle,
 		OnTargetDropped: p.onTargetDropped, Logger: p.cfg.Logger})
 	if err != nil {
@@ -375,7 +418,12 @@ func (p *Publisher) stillSubscribed(s bus.SubscriberInfo) bool {
 }
 
 func (p *Publisher) addTarget(id uint64, s bus.SubscriberInfo) error {
-	c, err := p.newConn()
+	prov := p.node.ProviderFor(s.Node)
+	dev, err := p.devs.Get(prov)
+	if err != nil {
+		return err
+	}
+	c, err := newConn(dev)
 	if err != nil {
 		return err
 	}
@@ -395,7 +443,7 @@ func (p *Publisher) addTarget(id uint64, s bus.SubscriberInfo) error {
 		_ = c.close()
 		return fmt.Errorf("ring descriptor in the connect reply: %w", err)
 	}
-	if _, err := p.w.AddTarget(ring.Target{ID: id, QP: c.qp, CQ: c.cq, Ring: rd}); err != nil {
+	if _, err := p.w.AddTarget(ring.Target{ID: id, QP: c.qp, Device: dev, CQ: c.cq, Ring: rd}); err != nil {
 		_ = c.close()
 		return err
 	}
@@ -408,7 +456,8 @@ func (p *Publisher) addTarget(id uint64, s bus.SubscriberInfo) error {
 	}
 	p.targets[s.Key()] = &target{id: id, info: s, conn: c}
 	p.mu.Unlock()
-	p.log.Info().Str("subscriber", s.Key()).Uint64("target", id).Msg("publisher: subscriber connected")
+	p.log.Info().Str("subscriber", s.Key()).Str("subscriber_host", s.Node.HostID).Str("provider", prov).Uint64("target", id).
+		Msg("publisher: subscriber connected")
 	return nil
 }
 
@@ -524,6 +573,8 @@ func (p *Publisher) Close() error {
 		p.targets = map[string]*target{}
 		acc := p.homeAcc
 		p.homeAcc = nil
+		also := p.homeAlso
+		p.homeAlso = nil
 		home := p.home
 		p.mu.Unlock()
 		if p.w != nil {
@@ -538,7 +589,12 @@ func (p *Publisher) Close() error {
 		for _, c := range acc {
 			errs = append(errs, c.close())
 		}
-		errs = append(errs, p.cq.Close())
+		if p.cq != nil {
+			errs = append(errs, p.cq.Close())
+		}
+		for _, a := range also {
+			errs = append(errs, a.mr.Close())
+		}
 		if home != nil {
 			errs = append(errs, home.Close())
 		}

@@ -40,9 +40,11 @@ type Config struct {
 	GapTimeout time.Duration
 	// MaxBatch bounds one OnTicks call (default 256).
 	MaxBatch int
-	// Provider is the device the ring is registered on, which every
-	// publisher must reach it through: "shm" (default; publishers on this
-	// host) or "tcp".
+	// Provider is the device the ring is allocated and first registered
+	// on: "shm" (default) or "tcp". A publisher that connects over another
+	// provider (the bus picks one per peer: shm on this host, tcp across
+	// hosts) gets the same memory registered on that device too, so one
+	// ring serves both; Subscriber.Providers says which are in use.
 	Provider string
 	// Idle is Run's idle strategy (default rdma.NewBackoff()).
 	Idle rdma.IdleStrategy

@@ -84,7 +84,8 @@ type Subscriber struct {
 	running sync.Mutex  // held by Run; Close waits on it
 
 	mu     sync.Mutex
-	qps    map[string][]conn // publisher key → its queue pairs to this ring
+	qps    map[string][]conn  // publisher key → its queue pairs to this ring
+	also   map[string]alsoReg // provider → the ring registered on that device too
 	closed bool
 
 	final atomic.Pointer[Counters] // set before the ring is unmapped
@@ -94,8 +95,18 @@ type Subscriber struct {
 }
 
 type conn struct {
-	qp rdma.QueuePair
-	cq rdma.CompletionQueue
+	qp       rdma.QueuePair
+	cq       rdma.CompletionQueue
+	provider string
+	host     string // the publisher's host id
+}
+
+// alsoReg is the ring registered on a second device: publishers that reach
+// this host over another provider write into the same memory.
+type alsoReg struct {
+	dev  rdma.Device
+	mr   rdma.MemoryRegion
+	desc []byte
 }
 
 // recHandler records each tick's latency, then calls the user's handler.
@@ -206,7 +217,7 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h H
 		cfg.ID = node.ID()
 	}
 	s := &Subscriber{cfg: cfg, node: node, devs: devs, log: cfg.Logger.With().Str("topic", cfg.Topic).Str("subscriber", cfg.ID).Logger(),
-		qps: map[string][]conn{}, rec: stats.NewRecorder(), done: make(chan struct{})}
+		qps: map[string][]conn{}, also: map[string]alsoReg{}, rec: stats.NewRecorder(), done: make(chan struct{})}
 	s.h = recHandler{user: h, rec: s.rec, pending: map[uint32]struct{}{}, seen: map[uint32]struct{}{}}
 	dev, err := devs.Get(cfg.Provider)
 	if err != nil {
@@ -241,7 +252,7 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h H
 	s.mu.Lock() // accept may already run on the bus's goroutines
 	s.sub = sub
 	s.mu.Unlock()
-	s.rep = stats.NewReporter(stats.Meta{Topic: cfg.Topic, Subscriber: cfg.ID, Host: node.HostID(), Provider: cfg.Provider}, s.rec)
+	s.rep = stats.NewReporter(stats.Meta{Topic: cfg.Topic, Subscriber: cfg.ID, Host: node.HostID()}, s.rec)
 	s.stopStats = make(chan struct{})
 	s.statsDone = make(chan struct{})
 	if cfg.StatsInterval > 0 {
@@ -256,15 +267,16 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h H
 // accept serves a publisher's connect: a queue pair on the ring's device,
 // connected to the publisher's, and the ring's descriptor.
 func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
-	if req.Endpoint.Provider != s.dev.Provider() {
-		return bus.ConnectReply{}, fmt.Errorf("%w: this ring is on %s, the publisher came over %s (set bus.provider to %s on both)",
-			ErrRefused, s.dev.Provider(), req.Endpoint.Provider, s.dev.Provider())
-	}
-	cq, err := s.dev.CreateCQ(256)
+	prov := req.Endpoint.Provider
+	dev, desc, err := s.deviceFor(prov)
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
-	qp, err := s.dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 64, RecvDepth: 16})
+	cq, err := dev.CreateCQ(256)
+	if err != nil {
+		return bus.ConnectReply{}, err
+	}
+	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 64, RecvDepth: 16})
 	if err != nil {
 		_ = cq.Close()
 		return bus.ConnectReply{}, err
@@ -274,16 +286,10 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 		_ = cq.Close()
 		return bus.ConnectReply{}, err
 	}
-	desc, err := s.ring.Desc().MarshalBinary()
-	if err != nil {
-		_ = qp.Close()
-		_ = cq.Close()
-		return bus.ConnectReply{}, err
-	}
 	if s.h.joinedAt.Load() == 0 {
-		s.learnStart(ctx, req.From.ID)
+		s.learnStart(ctx, req.From)
 		s.wg.Add(1)
-		go s.unstick(req.From.ID)
+		go s.unstick(req.From)
 	}
 	key := req.From.ID + "/" + req.ID
 	s.mu.Lock()
@@ -293,10 +299,10 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 		_ = cq.Close()
 		return bus.ConnectReply{}, ErrClosed
 	}
-	s.qps[key] = append(s.qps[key], conn{qp: qp, cq: cq})
+	s.qps[key] = append(s.qps[key], conn{qp: qp, cq: cq, provider: prov, host: req.From.HostID})
 	s.mu.Unlock()
 	s.h.extend(s.cfg.JoinGrace)
-	s.log.Info().Str("publisher", key).Str("provider", req.Endpoint.Provider).Msg("subscriber: publisher connected")
+	s.log.Info().Str("publisher", key).Str("provider", prov).Str("publisher_host", req.From.HostID).Msg("subscriber: publisher connected")
 	return bus.ConnectReply{Endpoint: qp.LocalEndpoint(), Region: desc}, nil
 }
 
@@ -360,22 +366,22 @@ func (s *Subscriber) maybeStart() {
 // ring joining a running topic starts there (the minimum over publishers
 // connecting together). The home lives with a publisher: the one
 // connecting, or one already known.
-func (s *Subscriber) learnStart(ctx context.Context, from string) {
+func (s *Subscriber) learnStart(ctx context.Context, from bus.PeerInfo) {
 	s.accepting.Add(1)
 	defer s.accepting.Add(-1)
 	ctx, cancel := context.WithTimeout(ctx, time.Second) // leave the publisher's connect time to finish
 	defer cancel()
-	nodes := []string{from}
+	nodes := []bus.PeerInfo{from}
 	for _, p := range s.publishers() {
-		if p.Node.ID != from {
-			nodes = append(nodes, p.Node.ID)
+		if p.Node.ID != from.ID {
+			nodes = append(nodes, p.Node)
 		}
 	}
 	for _, n := range nodes {
 		c, err := s.askCounter(ctx, n)
 		if err != nil {
 			if !errors.Is(err, bus.ErrUnknownTarget) {
-				s.log.Debug().Err(err).Str("node", n).Msg("subscriber: ask the home for its counter")
+				s.log.Debug().Err(err).Str("node", n.ID).Msg("subscriber: ask the home for its counter")
 			}
 			continue
 		}
@@ -396,7 +402,7 @@ func (s *Subscriber) learnStart(ctx context.Context, from string) {
 // nothing was delivered JoinGrace after the connect, it learns the counter
 // again and the reader restarts there; the sequences passed over are
 // counted in BeforeJoin.
-func (s *Subscriber) unstick(from string) {
+func (s *Subscriber) unstick(from bus.PeerInfo) {
 	defer s.wg.Done()
 	select {
 	case <-time.After(s.cfg.JoinGrace):
@@ -408,9 +414,9 @@ func (s *Subscriber) unstick(from string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	nodes := []string{from}
+	nodes := []bus.PeerInfo{from}
 	for _, p := range s.publishers() {
-		nodes = append(nodes, p.Node.ID)
+		nodes = append(nodes, p.Node)
 	}
 	for _, n := range nodes {
 		if c, err := s.askCounter(ctx, n); err == nil {
@@ -436,20 +442,24 @@ func (s *Subscriber) publishers() []bus.PublisherInfo {
 }
 
 // askCounter asks the topic's home on node (if it is there) for its
-// counter, through the bus's queue-pair exchange; the queue pair is closed
-// at once, never used.
-func (s *Subscriber) askCounter(ctx context.Context, node string) (uint64, error) {
-	cq, err := s.dev.CreateCQ(16)
+// counter, through the bus's queue-pair exchange over the provider that
+// reaches node; the queue pair is closed at once, never used.
+func (s *Subscriber) askCounter(ctx context.Context, node bus.PeerInfo) (uint64, error) {
+	dev, err := s.devs.Get(s.node.ProviderFor(node))
+	if err != nil {
+		return 0, err
+	}
+	cq, err := dev.CreateCQ(16)
 	if err != nil {
 		return 0, err
 	}
 	defer cq.Close()
-	qp, err := s.dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 16, RecvDepth: 16})
+	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 16, RecvDepth: 16})
 	if err != nil {
 		return 0, err
 	}
 	defer qp.Close()
-	rep, err := s.node.Connect(ctx, node, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
+	rep, err := s.node.Connect(ctx, node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
 	if err != nil {
 		return 0, err
 	}
@@ -552,6 +562,7 @@ func (s *Subscriber) publishStats() {
 		return
 	}
 	s.rate.Store(math.Float64bits(m.Rate))
+	m.Provider, m.CrossHost = s.providersInUse()
 	if b, err := stats.Encode(m); err == nil {
 		if err := s.node.PublishStats(s.cfg.Topic, s.cfg.ID, b); err != nil {
 			s.log.Debug().Err(err).Msg("subscriber: publish stats")
@@ -590,6 +601,13 @@ func (s *Subscriber) Close() error {
 			for _, c := range cs {
 				errs = append(errs, c.qp.Close(), c.cq.Close())
 			}
+		}
+		s.mu.Lock()
+		also := s.also
+		s.also = map[string]alsoReg{}
+		s.mu.Unlock()
+		for _, a := range also {
+			errs = append(errs, a.mr.Close())
 		}
 		final := s.Counters()
 		s.final.Store(&final)

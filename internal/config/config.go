@@ -35,16 +35,30 @@ type Log struct {
 	Format string `yaml:"format"` // console or json
 }
 
+// ProviderAuto is bus.provider's default: the provider is picked per peer
+// (shm on one host, tcp across hosts).
+const ProviderAuto = "auto"
+
+// Override is the provider forced for every peer, or "" for auto.
+func (b *Bus) Override() string {
+	if b.Provider == ProviderAuto {
+		return ""
+	}
+	return b.Provider
+}
+
 // Bus configures the node's control plane.
 type Bus struct {
 	// NATS lists server URLs; empty runs an embedded server.
 	NATS []string `yaml:"nats"`
 	// Listen is the embedded server's host:port (default 127.0.0.1:0).
-	Listen   string `yaml:"listen"`
-	NodeID   string `yaml:"node_id"`
-	HostID   string `yaml:"host_id"`
-	Prefix   string `yaml:"prefix"`
-	Provider string `yaml:"provider"` // "", shm, tcp or verbs
+	Listen string `yaml:"listen"`
+	NodeID string `yaml:"node_id"`
+	HostID string `yaml:"host_id"`
+	Prefix string `yaml:"prefix"`
+	// Provider is auto (or ""; the default): shm to peers on this host, tcp
+	// to the others; or shm, tcp or verbs for every peer of this node.
+	Provider string `yaml:"provider"`
 	// HeartbeatInterval and HeartbeatTimeout: a peer silent for the timeout
 	// is dropped and its queue pairs closed.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
@@ -215,9 +229,9 @@ func (b *Bus) validate(cmd string) error {
 		}
 	}
 	switch b.Provider {
-	case "", rdma.ProviderShm, rdma.ProviderTCP, rdma.ProviderVerbs:
+	case "", ProviderAuto, rdma.ProviderShm, rdma.ProviderTCP, rdma.ProviderVerbs:
 	default:
-		return bad("bus.provider", b.Provider, `"" (pick per peer), shm, tcp or verbs`)
+		return bad("bus.provider", b.Provider, `auto (shm on one host, tcp across hosts), shm, tcp or verbs`)
 	}
 	if b.HeartbeatInterval < 0 {
 		return bad("bus.heartbeat_interval", b.HeartbeatInterval, "0 (default) or a positive duration")

@@ -21,13 +21,14 @@ func RegisterCommon(fs *flag.FlagSet, file *string, log *Log) {
 func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 	fs.StringVar(&c.Topic, "topic", c.Topic, "`topic` to publish or subscribe to ([A-Za-z0-9_:-])")
 	fs.StringVar(&c.Idle, "idle", c.Idle, "poll loops' idle `strategy`: spin (a core per poller, lowest latency), yield or backoff")
-	fs.StringVar(&c.Bus.Provider, "provider", c.Bus.Provider, `data-plane `+"`provider`"+`: "" picks per peer (shm on one host, else tcp), or shm, tcp, verbs`)
+	fs.StringVar(&c.Bus.Provider, "provider", c.Bus.Provider, `data-plane `+"`provider`"+`: auto picks per peer (shm on one host, tcp across hosts), or shm, tcp, verbs for every peer`)
 	fs.IntVar(&c.Ring.Slots, "slots", c.Ring.Slots, "ring `slots` per subscriber (a power of two)")
 	fs.IntVar(&c.Ring.SlotSize, "slot-size", c.Ring.SlotSize, "`bytes` per ring slot, 32-byte header included (a multiple of 64)")
 	if cmd != "demo" {
 		fs.BoolVar(&c.JSON, "json", c.JSON, "print events and the final summary as JSON lines on stdout")
 		fs.Var((*urlList)(&c.Bus.NATS), "nats", "NATS server `URLs`, comma-separated; empty runs an embedded server")
 		fs.StringVar(&c.Bus.NodeID, "node-id", c.Bus.NodeID, "this node's `id` on the bus (default: host id and a random suffix)")
+		fs.StringVar(&c.Bus.HostID, "host-id", c.Bus.HostID, "this node's host `id`: nodes with the same one use shm between them (default: the hostname)")
 	}
 	if cmd == "pub" || cmd == "demo" {
 		fs.Float64Var(&c.Pub.Rate, "rate", c.Pub.Rate, "ticks per `second`; 0 publishes as fast as possible")

@@ -20,7 +20,7 @@ func openNode(ctx context.Context, c *config.Config, log zerolog.Logger) (*bus.N
 		NATS: bus.NATSConfig{URLs: b.NATS, EmbeddedListen: b.Listen, User: b.User, Password: b.Password, Token: b.Token,
 			NKeySeedFile: b.NKeySeedFile, CredsFile: b.CredsFile, CAFile: b.CAFile, CertFile: b.CertFile, KeyFile: b.KeyFile},
 		Providers:         devices.Providers(),
-		Provider:          b.Provider,
+		Provider:          b.Override(),
 		HeartbeatInterval: b.HeartbeatInterval, HeartbeatTimeout: b.HeartbeatTimeout,
 		Logger: &log,
 	})
@@ -30,10 +30,13 @@ func openNode(ctx context.Context, c *config.Config, log zerolog.Logger) (*bus.N
 	return node, devices.New(devices.Config{HostID: node.HostID(), Logger: log}), nil
 }
 
-// provider is the data-plane provider every part of one run uses.
+// provider is the device a subscriber's ring and a home are allocated on:
+// the node's override, else shm. Peers reach them over the provider the bus
+// picks per peer (shm on one host, tcp across hosts); the memory is then
+// registered on that device too.
 func provider(c *config.Config) string {
-	if c.Bus.Provider != "" {
-		return c.Bus.Provider
+	if p := c.Bus.Override(); p != "" {
+		return p
 	}
 	return rdma.ProviderShm
 }
