@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -95,3 +96,5 @@ func none(t testing.TB, cq rdma.CompletionQueue) {
 	n := cq.Poll(buf[:])
 	require.Zero(t, n, "unexpected completions %v", buf[:n])
 }
+
+func word64(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }

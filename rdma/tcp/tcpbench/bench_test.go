@@ -1,4 +1,4 @@
-package tcp_test
+package tcpbench_test
 
 import (
 	"encoding/binary"
