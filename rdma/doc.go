@@ -10,7 +10,8 @@
 //   - A QueuePair is reliable-connected. LocalEndpoint is what the peer needs;
 //     Connect walks RESET → INIT → RTR → RTS; an error moves it to ERR, after
 //     which every posted request completes with StatusFlushed.
-//   - PostSend never blocks. A full send queue is ErrSendQueueFull.
+//   - PostSend never blocks. A full send queue is ErrSendQueueFull. A
+//     BatchPoster posts a chain of requests in one call (PostSendBatch).
 //   - CompletionQueue.Poll never blocks and returns how many completions it
 //     filled. Callers spin on it through an IdleStrategy.
 //   - Every remote op is checked at the target: an unknown rkey, an op out of
