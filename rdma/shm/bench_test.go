@@ -11,7 +11,7 @@ import (
 
 // benchPair is a QP on one device connected to a QP on another, with a
 // local buffer and a target region.
-func benchPair(b *testing.B) (rdma.QueuePair, rdma.CompletionQueue, rdma.MemoryRegion, rdma.MemoryRegion) {
+func benchPair(b testing.TB) (rdma.QueuePair, rdma.CompletionQueue, rdma.MemoryRegion, rdma.MemoryRegion) {
 	b.Helper()
 	open := func() rdma.Device {
 		d, err := shm.Open(shm.Config{})

@@ -224,7 +224,12 @@ func (d *Device) setKey(k uint32, r *Region) {
 // unknown, the SGE lies outside its region or the region lacks need. Hot
 // path: one atomic load and a map lookup.
 func (d *Device) localAt(sge rdma.SGE, need rdma.Access) ([]byte, bool) {
-	r := d.keys.Load().m[sge.LKey]
+	return d.keys.Load().m[sge.LKey].at(sge, need)
+}
+
+// at returns the bytes of r an SGE names, or false if r is nil, the SGE
+// lies outside r or r lacks need.
+func (r *Region) at(sge rdma.SGE, need rdma.Access) ([]byte, bool) {
 	if r == nil || !r.access.Has(need) {
 		return nil, false
 	}

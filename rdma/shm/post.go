@@ -26,12 +26,14 @@ var (
 // returns, so a later request's stores are never visible before an earlier
 // one's.
 //
-// Visibility of an 8-byte WRITE to an 8-aligned address: it is one atomic
-// 64-bit store (sync/atomic.StoreUint64), so a reader that loads the word
-// with an atomic 64-bit load (sync/atomic.LoadUint64, or an 8-byte aligned
-// READ, which is such a load) sees either the old or the new value, never a
-// mix, and once it sees the new value it also sees every byte of every
-// earlier request of the same QP (Go atomics are sequentially consistent).
+// Visibility of an 8-byte WRITE to an 8-aligned address: it is one 64-bit
+// release store (storeRelease: a plain MOV on amd64, where x86-TSO keeps
+// stores in order; sync/atomic's store elsewhere), so a reader that loads
+// the word with an atomic 64-bit load (sync/atomic.LoadUint64, or an 8-byte
+// aligned READ, which is such a load) sees either the old or the new value,
+// never a mix, and once it sees the new value it also sees every byte of
+// every earlier request of the same QP. It is not a full fence: a later
+// load by the poster may be satisfied before the store is visible.
 // That is the ring's stamp protocol: payload WRITE, then stamp WRITE.
 //
 // Posting from several goroutines at once is allowed but serialised: a
@@ -46,16 +48,58 @@ func (q *QP) PostSend(wr *rdma.WorkRequest) error {
 	if wr == nil {
 		return errNilWR
 	}
+	g := q.enter()
+	err := q.post(wr)
+	q.leave(g)
+	return err
+}
+
+// PostSendBatch posts wrs in order, as verbs posts a chain of work
+// requests (wr->next) in one ibv_post_send: one entry into the QP for all
+// of them, each carried out as PostSend would, in order. It returns how
+// many were posted; if err is not nil, wrs[n] was not posted (err is what
+// PostSend would have returned for it) and neither was any request after
+// it. It implements rdma.BatchPoster.
+func (q *QP) PostSendBatch(wrs []rdma.WorkRequest) (int, error) {
+	g := q.enter()
+	n := 0
+	var err error
+	for i := range wrs {
+		if err = q.post(&wrs[i]); err != nil {
+			break
+		}
+		n++
+	}
+	q.leave(g)
+	return n, err
+}
+
+// enter makes gen odd (one CAS: a full fence, so the loads of state and
+// tables that follow cannot pass it) and returns its even value before.
+// Inside (gen odd): Close, ERR and regionDel wait for gen to move on
+// before they unmap.
+func (q *QP) enter() uint64 {
 	g := q.gen.Load()
 	if g&1 != 0 || !q.gen.CompareAndSwap(g, g+1) {
 		g = q.enterSlow()
 	}
-	// Inside (gen odd): Close, ERR and regionDel wait for gen to move on
-	// before they unmap.
-	err := q.post(wr)
-	q.gen.Store(g + 2)
-	return err
+	return g
 }
+
+// leave ends the post entered at g: a release store (a plain MOV on
+// amd64), enough because only earlier accesses must be visible before
+// it: waitGen's load and enterSlow's CAS pair with it.
+func (q *QP) leave(g uint64) { storeRelease(q.genWord(), g+2) }
+
+// genWord is gen's 64-bit word (atomic.Uint64 is exactly one uint64).
+func (q *QP) genWord() *uint64 { return (*uint64)(unsafe.Pointer(&q.gen)) }
+
+// atomic.Uint64 must be one bare uint64 for genWord: both lines fail to
+// compile otherwise.
+var (
+	_ [unsafe.Sizeof(atomic.Uint64{}) - 8]byte
+	_ [8 - unsafe.Sizeof(atomic.Uint64{})]byte
+)
 
 // enterSlow waits for another goroutine's PostSend on this QP to leave.
 func (q *QP) enterSlow() uint64 {
@@ -127,6 +171,18 @@ func (q *QP) record(wr *rdma.WorkRequest, st rdma.Status, n uint32, completes bo
 	q.sendCQ.q.Push(rdma.Completion{ID: wr.ID, Status: st, Op: wr.Op, QPN: q.num, Bytes: n})
 }
 
+// localAt is Device.localAt with the last lkey's region cached (see
+// QP.ltab). Inside a post only.
+func (q *QP) localAt(sge rdma.SGE, need rdma.Access) ([]byte, bool) {
+	t := q.dev.keys.Load()
+	r := q.lreg
+	if t != q.ltab || sge.LKey != q.lkey {
+		r = t.m[sge.LKey]
+		q.ltab, q.lkey, q.lreg = t, sge.LKey, r
+	}
+	return r.at(sge, need)
+}
+
 // source is the payload of a WRITE, WRITE_WITH_IMM or SEND.
 func (q *QP) source(wr *rdma.WorkRequest) ([]byte, rdma.Status) {
 	if wr.Flags&rdma.FlagInline != 0 {
@@ -135,7 +191,7 @@ func (q *QP) source(wr *rdma.WorkRequest) ([]byte, rdma.Status) {
 		}
 		return wr.Inline, rdma.StatusSuccess
 	}
-	b, ok := q.dev.localAt(wr.Local, 0)
+	b, ok := q.localAt(wr.Local, 0)
 	if !ok {
 		return nil, rdma.StatusLocalProtection
 	}
@@ -143,11 +199,13 @@ func (q *QP) source(wr *rdma.WorkRequest) ([]byte, rdma.Status) {
 }
 
 // put copies src into dst (the peer's memory); 8 bytes at an 8-aligned
-// address go in one atomic store, the stamp store the doc of PostSend
-// describes; its paired load is in get and in the ring's reader.
+// address go in one single-copy-atomic release store (storeRelease), the
+// stamp store the doc of PostSend describes: every byte stored before it,
+// by this and earlier requests of the QP, is visible before it. Its paired
+// load is the 8-byte READ in read and the ring reader's atomic load.
 func put(dst, src []byte, aligned bool) {
 	if len(src) == 8 && aligned {
-		atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[0])), binary.NativeEndian.Uint64(src))
+		storeRelease((*uint64)(unsafe.Pointer(&dst[0])), binary.NativeEndian.Uint64(src))
 		return
 	}
 	copy(dst, src)
@@ -235,7 +293,7 @@ func (q *QP) read(wr *rdma.WorkRequest) error {
 	if wr.Flags&rdma.FlagInline != 0 {
 		return q.fail(wr, rdma.StatusLocalQPOp)
 	}
-	dst, ok := q.dev.localAt(wr.Local, rdma.AccessLocalWrite)
+	dst, ok := q.localAt(wr.Local, rdma.AccessLocalWrite)
 	if !ok {
 		return q.fail(wr, rdma.StatusLocalProtection)
 	}
@@ -272,7 +330,7 @@ func (q *QP) atomic(wr *rdma.WorkRequest) error {
 	if wr.Local.Len != 8 {
 		return q.fail(wr, rdma.StatusLocalLength)
 	}
-	dst, ok := q.dev.localAt(wr.Local, rdma.AccessLocalWrite)
+	dst, ok := q.localAt(wr.Local, rdma.AccessLocalWrite)
 	if !ok {
 		return q.fail(wr, rdma.StatusLocalProtection)
 	}

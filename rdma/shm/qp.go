@@ -47,6 +47,20 @@ type QP struct {
 	// store out). See waitIdle.
 	gen atomic.Uint64
 
+	// Lookup caches of the posting goroutine (read and written inside a
+	// post only, so gen serialises them): the last remote table and rkey
+	// with its region, the last key table and lkey with its region. A
+	// table is immutable and a new one is a new pointer (the cache keeps
+	// the old one alive, so the address cannot be reused), so comparing
+	// pointers finds every change; the region of a stale entry is never
+	// touched. Unmapping waits for gen as before.
+	rtab *remoteTable
+	rkey uint32
+	rreg *remoteRegion
+	ltab *keyTable
+	lkey uint32
+	lreg *Region
+
 	// Send-queue accounting, as verbs: a request occupies the send queue
 	// from PostSend until a completion of this QP posted at or after it is
 	// polled. sqPosted, compTail and compRing are written by the poster;
@@ -99,7 +113,10 @@ type outQueue struct {
 	mapping []byte
 }
 
-var _ rdma.QueuePair = (*QP)(nil)
+var (
+	_ rdma.QueuePair   = (*QP)(nil)
+	_ rdma.BatchPoster = (*QP)(nil)
+)
 
 // CreateQP makes a queue pair in RESET. Its CQs must be CQs of this device.
 func (d *Device) CreateQP(cfg rdma.QPConfig) (rdma.QueuePair, error) {

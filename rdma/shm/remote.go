@@ -216,9 +216,16 @@ func (q *QP) delRemote(rkey uint32) {
 
 // remoteAt returns the n bytes of the peer's memory at ra, or the status a
 // target would complete with: StatusRemoteAccess for an unknown rkey, a
-// range outside the region or a missing right. Hot path.
+// range outside the region or a missing right. Hot path: the last rkey's
+// region is cached (see QP.rtab), so a stream of writes to one ring does
+// one map lookup per table change, not per request. Inside a post only.
 func (q *QP) remoteAt(ra rdma.RemoteAddr, n uint64, need rdma.Access) ([]byte, rdma.Status) {
-	r := q.remote.Load().m[ra.RKey]
+	t := q.remote.Load()
+	r := q.rreg
+	if t != q.rtab || ra.RKey != q.rkey {
+		r = t.m[ra.RKey]
+		q.rtab, q.rkey, q.rreg = t, ra.RKey, r
+	}
 	if r == nil || !r.access.Has(need) {
 		return nil, rdma.StatusRemoteAccess
 	}
