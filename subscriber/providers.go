@@ -57,12 +57,25 @@ func (s *Subscriber) providersInUse() (string, bool) {
 			cross = cross || c.host != s.node.HostID()
 		}
 	}
+	return joinProviders(set), cross
+}
+
+// joinProviders sorts the set fastest first and joins it with "+".
+func joinProviders(set map[string]bool) string {
 	ps := make([]string, 0, len(set))
 	for p := range set {
 		ps = append(ps, p)
 	}
 	sort.Slice(ps, func(i, j int) bool { return rank(ps[i]) < rank(ps[j]) })
-	return strings.Join(ps, "+"), cross
+	return strings.Join(ps, "+")
+}
+
+// ProvidersUsed is every provider a publisher connected over since New,
+// as Providers formats it; it stays after the publishers left.
+func (s *Subscriber) ProvidersUsed() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return joinProviders(s.used)
 }
 
 // rank orders providers fastest first (shm, verbs, tcp), then by name.

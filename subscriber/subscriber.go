@@ -86,6 +86,7 @@ type Subscriber struct {
 	mu     sync.Mutex
 	qps    map[string][]conn  // publisher key → its queue pairs to this ring
 	also   map[string]alsoReg // provider → the ring registered on that device too
+	used   map[string]bool    // every provider a publisher connected over
 	closed bool
 
 	final atomic.Pointer[Counters] // set before the ring is unmapped
@@ -217,7 +218,7 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h H
 		cfg.ID = node.ID()
 	}
 	s := &Subscriber{cfg: cfg, node: node, devs: devs, log: cfg.Logger.With().Str("topic", cfg.Topic).Str("subscriber", cfg.ID).Logger(),
-		qps: map[string][]conn{}, also: map[string]alsoReg{}, rec: stats.NewRecorder(), done: make(chan struct{})}
+		qps: map[string][]conn{}, also: map[string]alsoReg{}, used: map[string]bool{}, rec: stats.NewRecorder(), done: make(chan struct{})}
 	s.h = recHandler{user: h, rec: s.rec, pending: map[uint32]struct{}{}, seen: map[uint32]struct{}{}}
 	dev, err := devs.Get(cfg.Provider)
 	if err != nil {
@@ -300,6 +301,7 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 		return bus.ConnectReply{}, ErrClosed
 	}
 	s.qps[key] = append(s.qps[key], conn{qp: qp, cq: cq, provider: prov, host: req.From.HostID})
+	s.used[prov] = true
 	s.mu.Unlock()
 	s.h.extend(s.cfg.JoinGrace)
 	s.log.Info().Str("publisher", key).Str("provider", prov).Str("publisher_host", req.From.HostID).Msg("subscriber: publisher connected")

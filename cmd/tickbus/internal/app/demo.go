@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -259,6 +260,7 @@ func progress(w io.Writer, subs []*part) {
 					var s struct {
 						Received, Gaps, Overruns uint64
 						Rate                     float64
+						Provider                 string
 						P50                      int64 `json:"p50_ns"`
 						P99                      int64 `json:"p99_ns"`
 						P999                     int64 `json:"p999_ns"`
@@ -266,8 +268,8 @@ func progress(w io.Writer, subs []*part) {
 					}
 					b, _ := json.Marshal(m)
 					_ = json.Unmarshal(b, &s)
-					fmt.Fprintf(w, "  %s: %8.0f/s received %d, gaps %d, overruns %d, p50 %s p99 %s p99.9 %s max %s\n",
-						p.name, s.Rate, s.Received, s.Gaps, s.Overruns, fmtNs(s.P50), fmtNs(s.P99), fmtNs(s.P999), fmtNs(s.Max))
+					fmt.Fprintf(w, "  %s: %8.0f/s received %d, gaps %d, overruns %d, via %s, p50 %s p99 %s p99.9 %s max %s\n",
+						p.name, s.Rate, s.Received, s.Gaps, s.Overruns, orDash(s.Provider), fmtNs(s.P50), fmtNs(s.P99), fmtNs(s.P999), fmtNs(s.Max))
 				}
 				continue
 			default:
@@ -299,6 +301,11 @@ func report(stdout, stderr io.Writer, c *config.Config, url string, pub pubSumma
 			problems = append(problems, name+" saw another order than sub-1")
 		}
 	}
+	via := make([]string, len(sums))
+	for i, s := range sums {
+		via[i] = fmt.Sprintf("sub-%d %s", i+1, orDash(s.Provider))
+	}
+	fmt.Fprintf(stdout, "\nproviders: %s\n", strings.Join(via, ", "))
 	fmt.Fprintf(stdout, "\nlatency: receive time minus each tick's intended send time (paced at %.0f/s), one host, shared CPUs\n", c.Pub.Rate)
 	fmt.Fprintf(stdout, "\nRun the parts by hand, each in its own terminal:\n")
 	fmt.Fprintf(stdout, "  go run github.com/nats-io/nats-server/v2@latest -a 127.0.0.1 -p 4222   # or any NATS server\n")

@@ -51,11 +51,14 @@ type subSummary struct {
 	First      uint64 `json:"first"`
 	Last       uint64 `json:"last"`
 	Hash       string `json:"hash"` // FNV-1a over every delivered sequence and payload, in order
-	Count      int64  `json:"latency_count"`
-	P50        int64  `json:"p50_ns"`
-	P99        int64  `json:"p99_ns"`
-	P999       int64  `json:"p999_ns"`
-	Max        int64  `json:"max_ns"`
+	// Provider is every provider publishers connected over during the run
+	// ("shm", "tcp", "shm+tcp").
+	Provider string `json:"provider"`
+	Count    int64  `json:"latency_count"`
+	P50      int64  `json:"p50_ns"`
+	P99      int64  `json:"p99_ns"`
+	P999     int64  `json:"p999_ns"`
+	Max      int64  `json:"max_ns"`
 }
 
 // syncWriter serialises the status lines (stats goroutine) and --print
@@ -190,7 +193,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		totalMu.Unlock()
 		if c.JSON {
 			_ = json.NewEncoder(out).Encode(map[string]any{"event": "stats", "received": m.Received, "gaps": m.Gaps,
-				"overruns": m.Overruns, "rate": m.Rate, "p50_ns": hist.ValueAtQuantile(50), "p99_ns": hist.ValueAtQuantile(99),
+				"overruns": m.Overruns, "rate": m.Rate, "provider": m.Provider, "cross_host": m.CrossHost, "p50_ns": hist.ValueAtQuantile(50), "p99_ns": hist.ValueAtQuantile(99),
 				"p999_ns": hist.ValueAtQuantile(99.9), "max_ns": hist.Max()})
 			return
 		}
@@ -199,8 +202,8 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			lat = "p50=" + fmtNs(hist.ValueAtQuantile(50)) + " p99=" + fmtNs(hist.ValueAtQuantile(99)) +
 				" p99.9=" + fmtNs(hist.ValueAtQuantile(99.9)) + " max=" + fmtNs(hist.Max())
 		}
-		fmt.Fprintf(out, "%6.1fs %9.0f/s recv=%d gaps=%d overruns=%d  %s\n",
-			time.Since(start).Seconds(), m.Rate, m.Received, m.Gaps, m.Overruns, lat)
+		fmt.Fprintf(out, "%6.1fs %9.0f/s recv=%d gaps=%d overruns=%d via=%s  %s\n",
+			time.Since(start).Seconds(), m.Rate, m.Received, m.Gaps, m.Overruns, orDash(m.Provider), lat)
 	}
 	mode, _ := ring.ParseMode(c.Ring.Mode)
 	s, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: c.Topic, Mode: mode, Slots: c.Ring.Slots, SlotSize: c.Ring.SlotSize,
@@ -231,11 +234,13 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	totalMu.Lock()
 	sum := summary(s.ID(), cn, h, total)
 	totalMu.Unlock()
+	sum.Provider = s.ProvidersUsed()
 	if c.JSON {
 		_ = json.NewEncoder(out).Encode(sum)
 	} else {
-		fmt.Fprintf(out, "received %d, gaps %d, overruns %d, lost %d (first %d, last %d, order hash %s); latency p50 %s p99 %s p99.9 %s max %s\n",
-			sum.Received, sum.Gaps, sum.Overruns, sum.Lost, sum.First, sum.Last, sum.Hash, fmtNs(sum.P50), fmtNs(sum.P99), fmtNs(sum.P999), fmtNs(sum.Max))
+		fmt.Fprintf(out, "received %d, gaps %d, overruns %d, lost %d (first %d, last %d, order hash %s) via %s; latency p50 %s p99 %s p99.9 %s max %s\n",
+			sum.Received, sum.Gaps, sum.Overruns, sum.Lost, sum.First, sum.Last, sum.Hash, orDash(sum.Provider),
+			fmtNs(sum.P50), fmtNs(sum.P99), fmtNs(sum.P999), fmtNs(sum.Max))
 		if sum.StartedAt > 0 || sum.BeforeJoin > 0 {
 			fmt.Fprintf(out, "joined a running topic at sequence %d (%d sequence(s) lost while publishers were still connecting to this ring)\n", sum.JoinedAt, sum.BeforeJoin)
 		}
@@ -251,4 +256,12 @@ func summary(id string, cn subscriber.Counters, h *subHandler, total *hdrhistogr
 		Skips: cn.Skips, Corrupt: cn.Corrupt, Lost: cn.Lost(), JoinedAt: cn.JoinedAt, BeforeJoin: cn.BeforeJoin, StartedAt: cn.StartedAt,
 		First: h.first, Last: h.last, Hash: fmt.Sprintf("%016x", h.h.v), Count: total.TotalCount(),
 		P50: total.ValueAtQuantile(50), P99: total.ValueAtQuantile(99), P999: total.ValueAtQuantile(99.9), Max: total.Max()}
+}
+
+// orDash is s, or "-" when empty (no publisher connected).
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
