@@ -8,6 +8,8 @@ import (
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/tickbus/tickbus/internal/stats"
 )
 
 // hlogFile is one series' HdrHistogram interval log (format 1.3): a version
@@ -26,7 +28,7 @@ func openHlog(dir, topic, subscriber string, start time.Time) (*hlogFile, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("dash: hlog dir: %w", err)
 	}
-	base := fileToken(topic) + "." + fileToken(subscriber)
+	base := stats.Token(topic) + "." + stats.Token(subscriber)
 	var f *os.File
 	var err error
 	for i := 0; i < 1000; i++ {
@@ -68,18 +70,3 @@ func (h *hlogFile) write(hist *hdrhistogram.Histogram, start, end time.Time) err
 }
 
 func (h *hlogFile) close() error { return h.f.Close() }
-
-func fileToken(s string) string {
-	if s == "" {
-		return "_"
-	}
-	b := []byte(s)
-	for i, c := range b {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
-		default:
-			b[i] = '_'
-		}
-	}
-	return string(b)
-}

@@ -12,7 +12,7 @@ const DefaultPrefix = "tickbus"
 // names exactly. An empty prefix means DefaultPrefix; a prefix may hold
 // several tokens ("prod.tickbus"), each sanitised the same way.
 func Subject(prefix, topic, subscriber string) string {
-	return subjectPrefix(prefix) + "." + token(topic) + "." + token(subscriber)
+	return subjectPrefix(prefix) + "." + Token(topic) + "." + Token(subscriber)
 }
 
 // SubjectAll is the wildcard subject that matches every stats subject under
@@ -27,12 +27,15 @@ func subjectPrefix(prefix string) string {
 	}
 	parts := strings.Split(prefix, ".")
 	for i, p := range parts {
-		parts[i] = token(p)
+		parts[i] = Token(p)
 	}
 	return strings.Join(parts, ".") + ".stats"
 }
 
-func token(s string) string {
+// Token makes s one safe token: letters, digits, '-' and '_' are kept, every
+// other byte becomes '_', and "" becomes "_". It serves as a NATS subject
+// token and as part of a file name.
+func Token(s string) string {
 	if s == "" {
 		return "_"
 	}
