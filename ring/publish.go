@@ -12,8 +12,10 @@ import (
 // subscriber ring — two WRITEs (reliable: body, then stamp) or three (lossy:
 // StampBusy, body, stamp), all on the target's one QP, which places them in
 // order. The stamp WRITE is an aligned 8-byte WRITE: a single store on shm,
-// one PCIe/RDMA write of 8 aligned bytes on a NIC. No allocation, lock,
-// syscall or log; errors are sentinels.
+// one PCIe/RDMA write of 8 aligned bytes on a NIC. A target's WRITEs of one
+// publish go to its QP as one chain (rdma.BatchPoster, one post call on shm
+// and verbs; one PostSend each elsewhere). No allocation, lock, syscall or
+// log; errors are sentinels.
 
 // Publish claims the next sequence and writes one tick (payload copied) into
 // the journal and every target. It returns the sequence.
@@ -242,7 +244,7 @@ func (w *Writer) deliver(tl *targetList, n int) error {
 
 // writeAll writes the n staged ticks into t: runs of consecutive
 // sequences in consecutive slots (of the staging's stride) in one body
-// WRITE each, the rest slot by slot.
+// WRITE each, the rest slot by slot; all of it as one chain.
 func (w *Writer) writeAll(t *target, n int) {
 	for i := 0; i < n; {
 		k := 1
@@ -252,62 +254,61 @@ func (w *Writer) writeAll(t *target, n int) {
 				k++
 			}
 		}
-		var ok bool
 		if k == 1 {
-			ok = w.writeSlot(t, i)
+			w.chainSlot(t, i)
 		} else {
-			ok = w.writeRun(t, i, k)
-		}
-		if !ok {
-			return
+			w.chainRun(t, i, k)
 		}
 		i += k
 	}
+	w.postChain(t)
 }
 
-// writeSlot writes staged tick i into t's slot: (lossy: StampBusy,) body,
-// stamp.
+// writeSlot writes staged tick i into t's slot.
 func (w *Writer) writeSlot(t *target, i int) bool {
+	w.chainSlot(t, i)
+	return w.postChain(t)
+}
+
+// chainSlot chains the WRITEs of staged tick i into t's slot: (lossy:
+// StampBusy,) body, stamp.
+func (w *Writer) chainSlot(t *target, i int) {
 	addr := t.base + (w.batchSeqs[i]&t.mask)*t.slotSize
 	img := w.stgAddr + uint64(w.stgImages+w.batchOffs[i]*w.stgSlot)
-	if t.lossy && !w.post(t, w.stgAddr+stgBusy, 8, addr) {
-		return false
+	if t.lossy {
+		w.chainWrite(t, w.stgAddr+stgBusy, 8, addr)
 	}
-	return w.post(t, img+offBody, w.batchLens[i], addr+offBody) &&
-		w.post(t, w.stgAddr+uint64(stgStamps+8*w.batchOffs[i]), 8, addr)
+	w.chainWrite(t, img+offBody, w.batchLens[i], addr+offBody)
+	w.chainWrite(t, w.stgAddr+uint64(stgStamps+8*w.batchOffs[i]), 8, addr)
 }
 
-// writeRun writes staged ticks i..i+k-1, consecutive in sequence, in the
-// staging and in t's ring: (lossy: StampBusy into each slot,) one WRITE of
-// all the bodies — it covers the stamps of slots 2..k with the images'
-// StampBusy, which no reader takes for a sequence — then each stamp, in
-// order. k+1 WRITEs instead of 2k (lossy: 2k+1 instead of 3k).
-func (w *Writer) writeRun(t *target, i, k int) bool {
+// chainRun chains the WRITEs of staged ticks i..i+k-1, consecutive in
+// sequence, in the staging and in t's ring: (lossy: StampBusy into each
+// slot,) one WRITE of all the bodies — it covers the stamps of slots 2..k
+// with the images' StampBusy, which no reader takes for a sequence — then
+// each stamp, in order. k+1 WRITEs instead of 2k (lossy: 2k+1 instead of
+// 3k).
+func (w *Writer) chainRun(t *target, i, k int) {
 	addr := t.base + (w.batchSeqs[i]&t.mask)*t.slotSize
 	if t.lossy {
 		for j := 0; j < k; j++ {
-			if !w.post(t, w.stgAddr+stgBusy, 8, addr+uint64(j)*t.slotSize) {
-				return false
-			}
+			w.chainWrite(t, w.stgAddr+stgBusy, 8, addr+uint64(j)*t.slotSize)
 		}
 	}
 	img := w.stgAddr + uint64(w.stgImages+w.batchOffs[i]*w.stgSlot)
-	n := uint32((k-1)*w.stgSlot) + w.batchLens[i+k-1]
-	if !w.post(t, img+offBody, n, addr+offBody) {
-		return false
-	}
+	w.chainWrite(t, img+offBody, uint32((k-1)*w.stgSlot)+w.batchLens[i+k-1], addr+offBody)
 	stamps := w.stgAddr + uint64(stgStamps+8*w.batchOffs[i])
 	for j := 0; j < k; j++ {
-		if !w.post(t, stamps+uint64(8*j), 8, addr+uint64(j)*t.slotSize) {
-			return false
-		}
+		w.chainWrite(t, stamps+uint64(8*j), 8, addr+uint64(j)*t.slotSize)
 	}
-	return true
 }
 
-// post WRITEs n bytes at local address src to remote address dst of t.
-func (w *Writer) post(t *target, src uint64, n uint32, dst uint64) bool {
-	wr := &w.wr
+// chainWrite appends a WRITE of n bytes at local address src to remote
+// address dst of t to the chain; one in SignalEvery per target is
+// signalled.
+func (w *Writer) chainWrite(t *target, src uint64, n uint32, dst uint64) {
+	wr := &w.chain[w.nchain]
+	w.nchain++
 	wr.ID, wr.Op, wr.Flags = idWrite, rdma.OpWrite, 0
 	wr.Local = rdma.SGE{Addr: src, Len: n, LKey: t.lkey}
 	wr.Remote = rdma.RemoteAddr{Addr: dst, RKey: t.rkey}
@@ -315,12 +316,29 @@ func (w *Writer) post(t *target, src uint64, n uint32, dst uint64) bool {
 		t.posts = 0
 		wr.Flags = rdma.FlagSignaled
 	}
-	for {
-		err := t.qp.PostSend(wr)
-		if err == nil {
-			if wr.Flags != 0 {
+}
+
+// postChain posts the chain to t's QP, in order, and empties it. A full
+// send queue (or CQ) makes it reap and post the rest; any other failure,
+// or no room by the deadline, drops t and returns false.
+func (w *Writer) postChain(t *target) bool {
+	wrs := w.chain[:w.nchain]
+	w.nchain = 0
+	for len(wrs) > 0 {
+		var n int
+		var err error
+		if t.bp != nil {
+			n, err = t.bp.PostSendBatch(wrs)
+		} else {
+			n, err = rdma.PostEach(t.qp, wrs)
+		}
+		for i := range wrs[:n] {
+			if wrs[i].Flags != 0 {
 				w.pending++
 			}
+		}
+		wrs = wrs[n:]
+		if err == nil {
 			return true
 		}
 		if !errors.Is(err, rdma.ErrSendQueueFull) {
@@ -331,7 +349,11 @@ func (w *Writer) post(t *target, src uint64, n uint32, dst uint64) bool {
 			w.drop(t, ErrTimeout)
 			return false
 		}
+		if t.dropped { // the reap saw one of t's WRITEs fail
+			return false
+		}
 	}
+	return true
 }
 
 // claim takes n consecutive sequences at the home and returns the first.

@@ -176,6 +176,7 @@ type Target struct {
 type target struct {
 	id       uint64
 	qp       rdma.QueuePair
+	bp       rdma.BatchPoster // qp, if it posts chains in one call
 	cq       rdma.CompletionQueue
 	qpn      uint32
 	rkey     uint32
@@ -233,6 +234,8 @@ type Writer struct {
 	seen       *targetList
 	limit      uint64 // min over seen's reliable targets of position+slots
 	wr         rdma.WorkRequest
+	chain      []rdma.WorkRequest // the WRITEs of one target, posted as one chain
+	nchain     int
 	comps      [32]rdma.Completion
 	claimDone  bool
 	claimOK    bool
@@ -337,6 +340,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		batchOffs:  make([]int, cfg.MaxBatch+1),
 		batchLens:  make([]uint32, cfg.MaxBatch+1),
 		batchSeqs:  make([]uint64, cfg.MaxBatch+1),
+		chain:      make([]rdma.WorkRequest, 3*(cfg.MaxBatch+1)),
 		dev:        cfg.Device,
 		regs:       make(map[rdma.Device]*devRegs),
 		nCells:     cfg.MaxTargets,
@@ -364,6 +368,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		w.journal = &target{id: ^uint64(0), qp: cfg.HomeQP, cq: cfg.CQ, qpn: w.homeQPN, rkey: cfg.Home.Region.RKey,
 			lkey: regs.staging.LKey(), base: cfg.Home.Region.Addr + offSlots, mask: uint64(cfg.Home.JournalSlots - 1),
 			slotSize: uint64(cfg.Home.SlotSize), slots: uint64(cfg.Home.JournalSlots), lossy: true, journal: true}
+		w.journal.bp, _ = cfg.HomeQP.(rdma.BatchPoster)
 	}
 	w.targets.Store(&targetList{cqs: []rdma.CompletionQueue{cfg.CQ}}) // pairs with the Load in begin and reap
 	w.log.Debug().Uint32("publisher", w.pub).Stringer("claim", cfg.Claim).Msg("ring: writer ready")
@@ -442,6 +447,7 @@ func (w *Writer) AddTarget(t Target) (CreditDesc, error) {
 	nt := &target{id: t.ID, qp: t.QP, cq: t.CQ, qpn: t.QP.Num(), rkey: t.Ring.Region.RKey, lkey: regs.staging.LKey(),
 		base: t.Ring.Region.Addr + offSlots, mask: uint64(t.Ring.Slots - 1), slotSize: uint64(t.Ring.SlotSize),
 		slots: uint64(t.Ring.Slots), lossy: t.Ring.Mode == Lossy, cellIdx: -1}
+	nt.bp, _ = t.QP.(rdma.BatchPoster)
 	var cd CreditDesc
 	if t.Ring.Mode == Reliable {
 		if len(w.cellsFree) == 0 {
