@@ -222,3 +222,21 @@ func randHex(n int) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// SetLink takes host i's link to the bridge down (up false) or brings it
+// back up, from inside the host: a network partition of that host while its
+// processes and sockets stay alive. Bringing it up restores the default
+// route, which the kernel drops with the link.
+func (n *Net) SetLink(ctx context.Context, i int, up bool) error {
+	if i < 0 || i >= len(n.Hosts) {
+		return fmt.Errorf("netns: no host %d", i)
+	}
+	h := n.Hosts[i].Name
+	if !up {
+		return n.ip(ctx, "-n", h, "link", "set", "eth0", "down")
+	}
+	if err := n.ip(ctx, "-n", h, "link", "set", "eth0", "up"); err != nil {
+		return err
+	}
+	return n.ip(ctx, "-n", h, "route", "replace", "default", "via", n.Gateway)
+}

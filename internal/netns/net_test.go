@@ -169,3 +169,36 @@ func TestNATSCluster_MessagesCrossHostsAndSurviveALostServer(t *testing.T) {
 	}
 	require.NoError(t, n.Close())
 }
+
+func TestNet_SetLink_PartitionsAHostAndHealsIt(t *testing.T) {
+	needNetns(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := New(ctx, Config{Hosts: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, n.Close()) })
+	up := func() bool {
+		out, err := exec.CommandContext(ctx, "ip", "-n", n.Hosts[1].Name, "link", "show", "eth0").CombinedOutput()
+		require.NoError(t, err, string(out))
+		return strings.Contains(string(out), "state UP") || strings.Contains(string(out), ",UP")
+	}
+	_, noPing := exec.LookPath("ping")
+	reach := func() bool {
+		return n.Command(ctx, 0, "ping", "-c", "1", "-W", "1", n.Hosts[1].Addr).Run() == nil
+	}
+	require.True(t, up(), "host 1's link is up before the partition")
+	if noPing == nil {
+		require.True(t, reach(), "hosts reach each other before the partition")
+	}
+	require.NoError(t, n.SetLink(ctx, 1, false))
+	assert.False(t, up(), "host 1's link is down")
+	if noPing == nil {
+		assert.False(t, reach(), "host 1 is unreachable while its link is down")
+	}
+	require.NoError(t, n.SetLink(ctx, 1, true))
+	assert.True(t, up(), "host 1's link is up again")
+	if noPing == nil {
+		assert.Eventually(t, reach, 10*time.Second, 100*time.Millisecond, "host 1 is reachable again")
+	}
+	assert.ErrorContains(t, n.SetLink(ctx, 2, false), "no host")
+}
