@@ -74,7 +74,11 @@ func (c *CQ) unreserve() { c.credits.Add(1) }
 // queued send completions, then arrived receives. It never blocks, takes no
 // lock and allocates nothing. One goroutine polls a CQ at a time.
 func (c *CQ) Poll(buf []rdma.Completion) int {
-	c.polling.Add(1) // Close and unmapping paths wait for this to drop
+	// Odd while inside: Close and unmapping paths wait for it to move on
+	// (waitGen). Entering is an atomic add, a full fence, so the loads
+	// below cannot pass it; leaving is a release store (one poller at a
+	// time, as swcq requires, so nobody else moves polling meanwhile).
+	g := c.polling.Add(1)
 	n := 0
 	if !c.closed.Load() {
 		n = c.q.Poll(buf)
@@ -100,7 +104,7 @@ func (c *CQ) Poll(buf []rdma.Completion) int {
 			n += q.drain(buf[n:])
 		}
 	}
-	c.polling.Add(1)
+	storeRelease(word64(&c.polling), g+1)
 	return n
 }
 

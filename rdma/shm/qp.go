@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/tickbus/tickbus/internal/shmem"
 	"github.com/tickbus/tickbus/rdma"
@@ -495,8 +496,13 @@ func (q *QP) waitIdle() { waitGen(&q.gen) }
 func (q *QP) retire() {
 	idx := q.compRing[q.compHead&q.compMask]
 	q.compHead++
-	q.sqRetired.Store(idx + 1) // loaded by the poster's room check
+	// Loaded by the poster's room check; a release store (no fence) is
+	// enough for a counter that only grows and only frees room.
+	storeRelease(word64(&q.sqRetired), idx+1)
 }
+
+// word64 is the 64-bit word of an atomic.Uint64 (see genWord).
+func word64(a *atomic.Uint64) *uint64 { return (*uint64)(unsafe.Pointer(a)) }
 
 // Close moves the QP to CLOSED: later posts fail with rdma.ErrClosed, the
 // peer's QP sees its connections end and moves to ERR, posted receives
