@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// natsOptions turns the config into nats.go options: reconnect forever with
-// capped exponential backoff and jitter, auth and TLS as configured.
+// natsOptions are the node's own nats.go options: its name, reconnect forever
+// with capped exponential backoff and jitter, and its event handlers.
 func (n *Node) natsOptions() []nats.Option {
 	c := n.cfg.NATS
 	opts := []nats.Option{
@@ -31,11 +31,28 @@ func (n *Node) natsOptions() []nats.Option {
 		nats.ReconnectHandler(n.onReconnect),
 		nats.ErrorHandler(n.onAsyncError),
 	}
+	return opts
+}
+
+// AuthOptions turns the credentials and TLS settings into nats.go options,
+// for the node and for any other NATS client of tickbus (the dashboard).
+func (c NATSConfig) AuthOptions() ([]nats.Option, error) {
+	var opts []nats.Option
 	if c.User != "" {
 		opts = append(opts, nats.UserInfo(c.User, c.Password))
 	}
 	if c.Token != "" {
 		opts = append(opts, nats.Token(c.Token))
+	}
+	if c.NKeySeedFile != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: NATS.NKeySeedFile %q: %v", ErrInvalidConfig, c.NKeySeedFile, err)
+		}
+		opts = append(opts, o)
+	}
+	if c.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
 	}
 	if c.CAFile != "" {
 		opts = append(opts, nats.RootCAs(c.CAFile))
@@ -43,7 +60,7 @@ func (n *Node) natsOptions() []nats.Option {
 	if c.CertFile != "" {
 		opts = append(opts, nats.ClientCert(c.CertFile, c.KeyFile))
 	}
-	return opts
+	return opts, nil
 }
 
 // dialWait dials until it connects, ctx ends, or WaitForServer is off.
@@ -72,17 +89,11 @@ func retryable(err error) bool {
 // dial connects to the configured URLs or to the embedded server.
 func (n *Node) dial() (*nats.Conn, error) {
 	c := n.cfg.NATS
-	opts := n.natsOptions()
-	if c.NKeySeedFile != "" {
-		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("%w: NATS.NKeySeedFile %q: %v", ErrInvalidConfig, c.NKeySeedFile, err)
-		}
-		opts = append(opts, o)
+	auth, err := c.AuthOptions()
+	if err != nil {
+		return nil, err
 	}
-	if c.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(c.CredsFile))
-	}
+	opts := append(n.natsOptions(), auth...)
 	url := strings.Join(c.URLs, ",")
 	if n.srv != nil {
 		url = n.srv.ClientURL()

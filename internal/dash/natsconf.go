@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/tickbus/tickbus/bus"
 )
 
 // NATSConfig says how the dashboard and the stat view reach NATS.
@@ -75,22 +77,12 @@ func (c *NATSConfig) Connect(ctx context.Context, opts ...nats.Option) (*nats.Co
 		name = "tickbus-dash"
 	}
 	o := []nats.Option{nats.Name(name), nats.Timeout(timeout), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
-	if c.User != "" {
-		o = append(o, nats.UserInfo(c.User, c.Password))
+	auth, err := bus.NATSConfig{User: c.User, Password: c.Password, Token: c.Token, CredsFile: c.Creds,
+		CAFile: c.TLSCA, CertFile: c.TLSCert, KeyFile: c.TLSKey}.AuthOptions()
+	if err != nil {
+		return nil, err
 	}
-	if c.Token != "" {
-		o = append(o, nats.Token(c.Token))
-	}
-	if c.Creds != "" {
-		o = append(o, nats.UserCredentials(c.Creds))
-	}
-	if c.TLSCA != "" {
-		o = append(o, nats.RootCAs(c.TLSCA))
-	}
-	if c.TLSCert != "" {
-		o = append(o, nats.ClientCert(c.TLSCert, c.TLSKey))
-	}
-	o = append(o, opts...)
+	o = append(append(o, auth...), opts...)
 	urls := strings.Join(strings.Fields(strings.ReplaceAll(url, ",", " ")), ",")
 	nc, err := nats.Connect(urls, o...)
 	if err != nil {
