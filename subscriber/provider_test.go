@@ -1,0 +1,117 @@
+package subscriber_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/internal/stats"
+	"github.com/tickbus/tickbus/publisher"
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/subscriber"
+)
+
+// lastStats keeps the last stats message a subscriber handed to OnStats.
+type lastStats struct {
+	mu sync.Mutex
+	m  *stats.Message
+}
+
+func (l *lastStats) set(m *stats.Message) { l.mu.Lock(); l.m = m; l.mu.Unlock() }
+
+func (l *lastStats) provider() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		return ""
+	}
+	return l.m.Provider
+}
+
+// Two hosts in one process (nodes with distinct host ids): each publisher
+// writes over shm to the subscriber on its host and over tcp to the other;
+// the second publisher claims on the first's home over tcp. Both rings are
+// on shm and registered on tcp too; both see every tick in one order.
+func TestProviders_ShmAndTCPInOneTopic_OneOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func(id, host, url string) (*bus.Node, *devices.Set) {
+		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: host, NATS: bus.NATSConfig{URLs: nilIfEmpty(url)}})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = n.Close() })
+		d := devices.New(devices.Config{HostID: host})
+		t.Cleanup(func() { _ = d.Close() })
+		return n, d
+	}
+	pa, dpa := open("pa", "hostA", "")
+	url := pa.ClientURL()
+	sa, dsa := open("sa", "hostA", url)
+	pb, dpb := open("pb", "hostB", url)
+	sb, dsb := open("sb", "hostB", url)
+
+	var ca, cb collect
+	var la, lb lastStats
+	subA, err := subscriber.New(ctx, sa, dsa, subscriber.Config{Topic: "mix", Idle: rdma.Yield{}, StatsInterval: 20 * time.Millisecond, OnStats: la.set}, &ca)
+	require.NoError(t, err)
+	subB, err := subscriber.New(ctx, sb, dsb, subscriber.Config{Topic: "mix", Idle: rdma.Yield{}, StatsInterval: 20 * time.Millisecond, OnStats: lb.set}, &cb)
+	require.NoError(t, err)
+	errs := make(chan error, 2)
+	go func() { errs <- subA.Run(ctx) }()
+	go func() { errs <- subB.Run(ctx) }()
+
+	pubA, err := publisher.New(ctx, pa, dpa, publisher.Config{Topic: "mix", Idle: rdma.Yield{}})
+	require.NoError(t, err)
+	defer pubA.Close()
+	require.True(t, pubA.IsHome())
+	pubB, err := publisher.New(ctx, pb, dpb, publisher.Config{Topic: "mix", Idle: rdma.Yield{}})
+	require.NoError(t, err)
+	defer pubB.Close()
+	require.False(t, pubB.IsHome())
+	require.NoError(t, pubA.WaitSubscribers(ctx, 2))
+	require.NoError(t, pubB.WaitSubscribers(ctx, 2))
+
+	const n = 1000
+	for i := 0; i < n; i++ {
+		p := pubA
+		if i%2 == 1 {
+			p = pubB
+		}
+		_, err := p.Publish(1, []byte("tick"), time.Now().UnixNano())
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return ca.count() == n && cb.count() == n }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, "shm+tcp", subA.Providers())
+	assert.Equal(t, "shm+tcp", subB.Providers())
+	require.Eventually(t, func() bool { return la.provider() == "shm+tcp" && lb.provider() == "shm+tcp" }, 5*time.Second, 5*time.Millisecond,
+		"the stats message names both providers")
+
+	require.NoError(t, subA.Close())
+	require.NoError(t, subB.Close())
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	assert.Equal(t, "shm+tcp", subA.ProvidersUsed())
+	ca.mu.Lock()
+	cb.mu.Lock()
+	defer ca.mu.Unlock()
+	defer cb.mu.Unlock()
+	require.Len(t, ca.seqs, n)
+	for i, s := range ca.seqs {
+		require.Equal(t, uint64(i+1), s)
+	}
+	assert.Equal(t, ca.seqs, cb.seqs)
+	assert.Empty(t, ca.events)
+	assert.Empty(t, cb.events)
+}
+
+func nilIfEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
