@@ -184,4 +184,3 @@ func TestProvider_OverrideTCP_OneHost_AllOverTCP(t *testing.T) {
 	require.Len(t, own, 1, p.errOut())
 	assert.Equal(t, "tcp", own[0]["provider"])
 }
-
