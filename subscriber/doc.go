@@ -23,6 +23,16 @@
 // after a connect is restarted at the counter once more (what it passes
 // over is counted the same way).
 //
+// Providers: each publisher comes over the provider its node picks for
+// this one (bus.Node.ProviderFor: shm on the same host id, tcp across
+// hosts, or the node's bus.provider override). The ring is allocated once,
+// on Config.Provider's device, and registered on each other device the
+// first time a publisher comes over it (ring.Ring.RegisterOn); the connect
+// reply carries the descriptor for that device. So one ring takes shm
+// writes from this host and tcp writes from others at once. The stats
+// message's provider field, and Providers, name the set in use ("shm",
+// "tcp", "shm+tcp"); each connect is logged with its provider.
+//
 // Close withdraws the subscription (publishers drop the ring), drains what
 // is already in the ring, publishes the last stats, closes the queue pairs
 // and unmaps the ring.
