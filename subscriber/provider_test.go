@@ -115,3 +115,36 @@ func nilIfEmpty(s string) []string {
 	}
 	return []string{s}
 }
+
+// A connect over a provider this process cannot open (verbs in a build
+// without it) is refused with a message naming it, to the subscriber and
+// to the home alike; both go on serving the providers they have.
+func TestProviders_ConnectOverUnavailableProvider_RefusedClearly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, err := bus.Open(ctx, bus.Config{NodeID: "refuse", HostID: "hostA"})
+	require.NoError(t, err)
+	defer node.Close()
+	devs := devices.New(devices.Config{HostID: "hostA"})
+	defer devs.Close()
+	var c collect
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "rf", Idle: rdma.Yield{}, StatsInterval: -1}, &c)
+	require.NoError(t, err)
+	defer sub.Close()
+	go func() { _ = sub.Run(ctx) }()
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "rf", Idle: rdma.Yield{}})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+
+	ep := rdma.Endpoint{Provider: rdma.ProviderVerbs, HostID: "hostA", QPN: 7, Nonce: 1, MTU: 4096}
+	for _, kind := range []bus.TargetKind{bus.TargetSubscriber, bus.TargetHome} {
+		_, err := node.Connect(ctx, node.ID(), bus.ConnectRequest{Topic: "rf", Kind: kind, ID: sub.ID(), Endpoint: ep})
+		require.ErrorIs(t, err, bus.ErrConnectRefused, kind)
+		assert.Contains(t, err.Error(), "verbs", kind)
+	}
+	assert.Equal(t, "shm", sub.Providers(), "the refused connect added nothing")
+	_, err = pub.Publish(1, []byte("x"), time.Now().UnixNano())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return c.count() == 1 }, 5*time.Second, 5*time.Millisecond)
+}
