@@ -11,8 +11,10 @@ package swcq
 import (
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/rdma/internal/release"
 )
 
 // CQ is a software completion queue. It implements rdma.CompletionQueue.
@@ -36,6 +38,17 @@ type slot struct {
 	seq atomic.Uint64 // pos+1: full for the consumer; pos+size: free for the producer at pos+size
 	c   rdma.Completion
 }
+
+// word is seq's 64-bit word, for release.Store64: a hand-off needs a
+// release store only (a plain MOV on amd64, not sync/atomic's XCHG).
+func (s *slot) word() *uint64 { return (*uint64)(unsafe.Pointer(&s.seq)) }
+
+// atomic.Uint64 must be one bare uint64 for word: both lines fail to
+// compile otherwise.
+var (
+	_ [unsafe.Sizeof(atomic.Uint64{}) - 8]byte
+	_ [8 - unsafe.Sizeof(atomic.Uint64{})]byte
+)
 
 // New returns a CQ with room for at least depth completions (rounded up to a
 // power of two).
@@ -68,7 +81,7 @@ func (q *CQ) Push(c rdma.Completion) bool {
 		case diff == 0:
 			if q.tail.CompareAndSwap(pos, pos+1) {
 				s.c = c
-				s.seq.Store(pos + 1) // pairs with the consumer's Load in Poll
+				release.Store64(s.word(), pos+1) // pairs with the consumer's Load in Poll
 				return true
 			}
 		case diff < 0:
@@ -88,7 +101,7 @@ func (q *CQ) Poll(buf []rdma.Completion) int {
 			break
 		}
 		buf[n] = s.c
-		s.seq.Store(q.head + q.mask + 1) // pairs with the producer's Load in Push
+		release.Store64(s.word(), q.head+q.mask+1) // pairs with the producer's Load in Push
 		q.head++
 		n++
 	}
