@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/rdma/internal/release"
 	"github.com/tickbus/tickbus/rdma/internal/swcq"
 )
 
@@ -104,7 +105,7 @@ func (c *CQ) Poll(buf []rdma.Completion) int {
 			n += q.drain(buf[n:])
 		}
 	}
-	storeRelease(word64(&c.polling), g+1)
+	release.Store64(word64(&c.polling), g+1)
 	return n
 }
 

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/rdma/internal/release"
 )
 
 // Preallocated errors: PostSend returns them without allocating.
@@ -27,7 +28,7 @@ var (
 // one's.
 //
 // Visibility of an 8-byte WRITE to an 8-aligned address: it is one 64-bit
-// release store (storeRelease: a plain MOV on amd64, where x86-TSO keeps
+// release store (release.Store64: a plain MOV on amd64, where x86-TSO keeps
 // stores in order; sync/atomic's store elsewhere), so a reader that loads
 // the word with an atomic 64-bit load (sync/atomic.LoadUint64, or an 8-byte
 // aligned READ, which is such a load) sees either the old or the new value,
@@ -89,7 +90,7 @@ func (q *QP) enter() uint64 {
 // leave ends the post entered at g: a release store (a plain MOV on
 // amd64), enough because only earlier accesses must be visible before
 // it: waitGen's load and enterSlow's CAS pair with it.
-func (q *QP) leave(g uint64) { storeRelease(q.genWord(), g+2) }
+func (q *QP) leave(g uint64) { release.Store64(q.genWord(), g+2) }
 
 // genWord is gen's 64-bit word (atomic.Uint64 is exactly one uint64).
 func (q *QP) genWord() *uint64 { return (*uint64)(unsafe.Pointer(&q.gen)) }
@@ -199,13 +200,13 @@ func (q *QP) source(wr *rdma.WorkRequest) ([]byte, rdma.Status) {
 }
 
 // put copies src into dst (the peer's memory); 8 bytes at an 8-aligned
-// address go in one single-copy-atomic release store (storeRelease), the
+// address go in one single-copy-atomic release store (release.Store64), the
 // stamp store the doc of PostSend describes: every byte stored before it,
 // by this and earlier requests of the QP, is visible before it. Its paired
 // load is the 8-byte READ in read and the ring reader's atomic load.
 func put(dst, src []byte, aligned bool) {
 	if len(src) == 8 && aligned {
-		storeRelease((*uint64)(unsafe.Pointer(&dst[0])), binary.NativeEndian.Uint64(src))
+		release.Store64((*uint64)(unsafe.Pointer(&dst[0])), binary.NativeEndian.Uint64(src))
 		return
 	}
 	copy(dst, src)

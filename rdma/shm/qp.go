@@ -13,6 +13,7 @@ import (
 
 	"github.com/tickbus/tickbus/internal/shmem"
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/rdma/internal/release"
 )
 
 // QP is a reliable-connected queue pair of a Device. It implements
@@ -498,7 +499,7 @@ func (q *QP) retire() {
 	q.compHead++
 	// Loaded by the poster's room check; a release store (no fence) is
 	// enough for a counter that only grows and only frees room.
-	storeRelease(word64(&q.sqRetired), idx+1)
+	release.Store64(word64(&q.sqRetired), idx+1)
 }
 
 // word64 is the 64-bit word of an atomic.Uint64 (see genWord).
