@@ -55,6 +55,11 @@ type roleFlags struct {
 	nats, host, name string
 	n, subs          int
 	rate             float64
+	mode             string        // subscriber: lossy or reliable
+	upto             uint64        // subscriber: done once the ring passed this sequence (0: once it has -n ticks)
+	out              string        // file for a per-tick record (see record)
+	hold             bool          // publisher: after DONE, stay up (a topic's home) until stdin closes
+	gap              time.Duration // subscriber: GapTimeout (0: the default)
 }
 
 func parse(name string, args []string) (roleFlags, error) {
@@ -66,6 +71,11 @@ func parse(name string, args []string) (roleFlags, error) {
 	fs.IntVar(&f.n, "n", 1000, "ticks")
 	fs.IntVar(&f.subs, "subs", 1, "subscribers to wait for")
 	fs.Float64Var(&f.rate, "rate", 0, "ticks per second; 0 as fast as possible")
+	fs.StringVar(&f.mode, "mode", "lossy", "subscriber mode: lossy or reliable")
+	fs.Uint64Var(&f.upto, "upto", 0, "subscriber: done once the ring passed this sequence")
+	fs.StringVar(&f.out, "out", "", "file for a per-tick record")
+	fs.DurationVar(&f.gap, "gap", 0, "subscriber: GapTimeout")
+	fs.BoolVar(&f.hold, "hold", false, "publisher: after DONE, stay up until stdin closes")
 	return f, fs.Parse(args)
 }
 
@@ -114,6 +124,11 @@ func pubMain(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	rec, err := newRecord(f.out)
+	if err != nil {
+		return fail(err)
+	}
+	defer rec.close()
 	var tk tick.Tick
 	var last uint64
 	for i := 0; i < f.n; i++ {
@@ -122,13 +137,20 @@ func pubMain(args []string) int {
 		if last, err = pub.PublishTick(&tk); err != nil {
 			return fail(fmt.Errorf("tick %d: %w", i, err))
 		}
+		rec.printf("P %d %d\n", last, time.Now().UnixNano())
 		if f.rate > 0 {
 			if d := time.Until(start.Add(time.Duration(float64(i+1) / f.rate * float64(time.Second)))); d > 0 {
 				time.Sleep(d)
 			}
 		}
 	}
+	if err := rec.close(); err != nil {
+		return fail(err)
+	}
 	fmt.Printf("DONE %d\n", last)
+	if f.hold {
+		io.Copy(io.Discard, os.Stdin) // until the test closes stdin or dies
+	}
 	return 0
 }
 
@@ -141,6 +163,7 @@ type collector struct {
 	inOrder bool
 	sum     uint64 // FNV-1a of the sequence numbers and payloads in order
 	events  int
+	rec     *record
 }
 
 func (c *collector) OnTicks(ts []ring.Tick) {
@@ -158,12 +181,16 @@ func (c *collector) OnTicks(ts []ring.Tick) {
 		h.Reset()
 		fmt.Fprintf(h, "%d:%x:%d", c.sum, t.Payload, t.Seq)
 		c.sum = h.Sum64()
+		h.Reset()
+		h.Write(t.Payload)
+		c.rec.printf("T %d %d %x %d\n", t.Seq, t.Publisher, h.Sum64(), time.Now().UnixNano())
 	}
 }
 
-func (c *collector) OnEvent(ring.Event) {
+func (c *collector) OnEvent(ev ring.Event) {
 	c.mu.Lock()
 	c.events++
+	c.rec.printf("E %s %d %d %d\n", ev.Kind, ev.From, ev.To, time.Now().UnixNano())
 	c.mu.Unlock()
 }
 
@@ -183,8 +210,21 @@ func subMain(args []string) int {
 	}
 	defer node.Close()
 	defer devs.Close()
-	var c collector
-	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: topic, Provider: rdma.ProviderTCP,
+	mode := ring.Lossy
+	switch f.mode {
+	case "lossy":
+	case "reliable":
+		mode = ring.Reliable
+	default:
+		return fail(fmt.Errorf("mode %q: want lossy or reliable", f.mode))
+	}
+	rec, err := newRecord(f.out)
+	if err != nil {
+		return fail(err)
+	}
+	defer rec.close()
+	c := collector{rec: rec}
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: topic, Provider: rdma.ProviderTCP, Mode: mode, GapTimeout: f.gap,
 		Idle: rdma.Yield{}, StatsInterval: -1, Logger: logger}, &c)
 	if err != nil {
 		return fail(err)
@@ -196,6 +236,9 @@ func subMain(args []string) int {
 		c.mu.Lock()
 		done := c.n >= f.n
 		c.mu.Unlock()
+		if f.upto > 0 {
+			done = sub.Counters().Next > f.upto
+		}
 		if done {
 			break
 		}
@@ -208,8 +251,11 @@ func subMain(args []string) int {
 	cnt := sub.Counters()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fmt.Printf("DONE n=%d first=%d last=%d inorder=%v lost=%d events=%d sum=%x\n",
-		c.n, c.first, c.last, c.inOrder, cnt.Lost(), c.events, c.sum)
+	if err := rec.close(); err != nil {
+		return fail(err)
+	}
+	fmt.Printf("DONE n=%d first=%d last=%d inorder=%v lost=%d events=%d sum=%x gaps=%d overruns=%d beforejoin=%d next=%d startedat=%d\n",
+		c.n, c.first, c.last, c.inOrder, cnt.Lost(), c.events, c.sum, cnt.Gaps, cnt.Overruns, cnt.BeforeJoin, cnt.Next, cnt.StartedAt)
 	return 0
 }
 
@@ -217,6 +263,7 @@ func subMain(args []string) int {
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
+	stdin  io.WriteCloser // closing it ends a -hold publisher
 	lines  chan string
 	stderr strings.Builder
 	mu     sync.Mutex
@@ -231,7 +278,9 @@ func start(t *testing.T, n *netns.Net, host int, name, role string, args ...stri
 	cmd.Env = base.Env
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	p := &proc{name: name, cmd: cmd, lines: make(chan string, 16), done: make(chan struct{})}
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	p := &proc{name: name, cmd: cmd, stdin: stdin, lines: make(chan string, 16), done: make(chan struct{})}
 	cmd.Stderr = writerFunc(func(b []byte) (int, error) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
