@@ -5,8 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tickbus/tickbus/internal/release"
 	"github.com/tickbus/tickbus/rdma"
-	"github.com/tickbus/tickbus/rdma/internal/release"
 	"github.com/tickbus/tickbus/rdma/internal/swcq"
 )
 

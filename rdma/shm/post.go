@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/tickbus/tickbus/internal/release"
 	"github.com/tickbus/tickbus/rdma"
-	"github.com/tickbus/tickbus/rdma/internal/release"
 )
 
 // Preallocated errors: PostSend returns them without allocating.

@@ -11,9 +11,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/tickbus/tickbus/internal/release"
 	"github.com/tickbus/tickbus/internal/shmem"
 	"github.com/tickbus/tickbus/rdma"
-	"github.com/tickbus/tickbus/rdma/internal/release"
 )
 
 // QP is a reliable-connected queue pair of a Device. It implements

@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/tickbus/tickbus/internal/release"
 	"github.com/tickbus/tickbus/rdma"
-	"github.com/tickbus/tickbus/rdma/internal/release"
 )
 
 // CQ is a software completion queue. It implements rdma.CompletionQueue.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/tickbus/tickbus/rdma/internal/release"
+	"github.com/tickbus/tickbus/internal/release"
 )
 
 func TestStore64_StoresTheWholeWord(t *testing.T) {
