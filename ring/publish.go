@@ -41,7 +41,7 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 	}
 	w.stage(0, seq, typ, 0, payload, publishNs)
 	err = w.deliver(tl, 1)
-	w.stats.published.Add(1)
+	addOwn(&w.stats.published, 1)
 	return seq, err
 }
 
@@ -80,7 +80,7 @@ func (w *Writer) PublishBatch(ticks []Tick) (uint64, error) {
 		w.stage(i, first+uint64(i), t.Type, t.Flags&FlagsUser, t.Payload, t.PublishNs)
 	}
 	err = w.deliver(tl, n)
-	w.stats.published.Add(uint64(n))
+	addOwn(&w.stats.published, uint64(n))
 	return first, err
 }
 
@@ -119,7 +119,7 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 			}
 			w.stage(0, seq, typ, 0, payload, publishNs)
 			err = w.deliver(tl, 1)
-			w.stats.published.Add(1)
+			addOwn(&w.stats.published, 1)
 			return seq, err
 		}
 		if orig > seq {
@@ -157,7 +157,7 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 		w.stage(1, seq, typ, 0, payload, publishNs)
 		err = w.deliver(tl, 2)
 		w.stats.skipped.Add(seq - orig)
-		w.stats.published.Add(1)
+		addOwn(&w.stats.published, 1)
 		return seq, err
 	}
 }

@@ -72,7 +72,8 @@ type Reader struct {
 }
 
 // readerStats: the polling goroutine Adds (uncontended, once per batch or
-// event); every Add pairs with the Load in Stats.
+// event; delivered, the one per batch, with addOwn); every Add pairs with
+// the Load in Stats.
 type readerStats struct {
 	_         [LineSize]byte
 	delivered atomic.Uint64
@@ -194,7 +195,7 @@ func (c *intoHandler) OnTicks(ts []Tick) {
 	if len(src.Payload) > len(c.buf) {
 		c.err = ErrShortBuffer
 		c.r.next = src.Seq // unread: poll's accounting runs after the handler
-		c.r.stats.delivered.Add(^uint64(0))
+		addOwn(&c.r.stats.delivered, ^uint64(0))
 		return
 	}
 	n := copy(c.buf, src.Payload)
@@ -286,7 +287,7 @@ func (r *Reader) poll(h Handler, limit int) int {
 func (r *Reader) flush(h Handler, n int) int {
 	if n > 0 {
 		r.flushEvent(h)
-		r.stats.delivered.Add(uint64(n))
+		addOwn(&r.stats.delivered, uint64(n))
 		h.OnTicks(r.batch[:n])
 	}
 	return 0
@@ -352,7 +353,7 @@ func (r *Reader) lost(h Handler, kind EventKind, from, to, newest uint64) int {
 			calls++
 		}
 		r.stats.recovered.Add(1)
-		r.stats.delivered.Add(1)
+		addOwn(&r.stats.delivered, 1)
 		r.flushEvent(h)
 		h.OnTicks(r.batch[:1])
 		calls++
@@ -369,7 +370,7 @@ func (r *Reader) lost(h Handler, kind EventKind, from, to, newest uint64) int {
 // progress publishes the reader's position: to observers through the ring
 // header, and to every publisher through its credit cell.
 func (r *Reader) progress() {
-	r.head.Store(r.next) // pairs with Head/Stats loads and remote READs of the header
+	storeOwn(r.head, r.next) // pairs with Head/Stats loads and remote READs of the header
 	r.gapSince = 0
 	r.sendCredits(false)
 }

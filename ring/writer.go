@@ -277,8 +277,8 @@ type Writer struct {
 	closeErr  error
 }
 
-// writerStats: the publishing goroutine Adds (uncontended); every Add pairs
-// with the Load in Stats.
+// writerStats: the publishing goroutine Adds (uncontended; published, the
+// one per publish, with addOwn); every Add pairs with the Load in Stats.
 type writerStats struct {
 	_            [LineSize]byte
 	published    atomic.Uint64
