@@ -56,7 +56,7 @@ type Config struct {
 	OnStats func(*stats.Message)
 	// DrainQuiet is how long Close polls after the last delivery before it
 	// considers the ring drained (default GapTimeout plus 200ms, so a hole
-	// is reported as a gap; at most 2s of draining).
+	// is reported as a gap, but at most 2s: Close drains for at most 2s).
 	DrainQuiet time.Duration
 	// JoinGrace is how long after a publisher connected the ring's losses
 	// still count as joining (BeforeJoin) while that publisher has not
@@ -99,7 +99,7 @@ func (c *Config) setDefaults() error {
 		if gt <= 0 {
 			gt = 100 * time.Millisecond
 		}
-		c.DrainQuiet = gt + 200*time.Millisecond
+		c.DrainQuiet = min(gt+200*time.Millisecond, 2*time.Second) // Close drains for at most 2s anyway
 	}
 	switch {
 	case c.Topic == "":
