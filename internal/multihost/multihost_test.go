@@ -60,6 +60,8 @@ type roleFlags struct {
 	out              string        // file for a per-tick record (see record)
 	hold             bool          // publisher: after DONE, stay up (a topic's home) until stdin closes
 	gap              time.Duration // subscriber: GapTimeout (0: the default)
+	timeout          time.Duration // how long the role may run
+	slots            int           // subscriber: ring slots (0: the default)
 }
 
 func parse(name string, args []string) (roleFlags, error) {
@@ -75,6 +77,8 @@ func parse(name string, args []string) (roleFlags, error) {
 	fs.Uint64Var(&f.upto, "upto", 0, "subscriber: done once the ring passed this sequence")
 	fs.StringVar(&f.out, "out", "", "file for a per-tick record")
 	fs.DurationVar(&f.gap, "gap", 0, "subscriber: GapTimeout")
+	fs.IntVar(&f.slots, "slots", 0, "subscriber: ring slots")
+	fs.DurationVar(&f.timeout, "timeout", 90*time.Second, "how long the role may run")
 	fs.BoolVar(&f.hold, "hold", false, "publisher: after DONE, stay up until stdin closes")
 	return f, fs.Parse(args)
 }
@@ -101,7 +105,7 @@ func pubMain(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	node, devs, err := open(ctx, f)
 	if err != nil {
@@ -194,7 +198,8 @@ func (c *collector) OnEvent(ev ring.Event) {
 	c.mu.Unlock()
 }
 
-// subMain prints "READY", then, once it has -n ticks (or 90s passed),
+// subMain prints "READY", then, once it has -n ticks or its ring passed
+// -upto (or -timeout passed),
 // "DONE n=… first=… last=… inorder=… lost=… events=… sum=…".
 func subMain(args []string) int {
 	fail := func(err error) int { fmt.Printf("ERR %v\n", err); return 1 }
@@ -202,7 +207,7 @@ func subMain(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	node, devs, err := open(ctx, f)
 	if err != nil {
@@ -224,7 +229,7 @@ func subMain(args []string) int {
 	}
 	defer rec.close()
 	c := collector{rec: rec}
-	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: topic, Provider: rdma.ProviderTCP, Mode: mode, GapTimeout: f.gap,
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: topic, Provider: rdma.ProviderTCP, Mode: mode, GapTimeout: f.gap, Slots: f.slots,
 		Idle: rdma.Yield{}, StatsInterval: -1, Logger: logger}, &c)
 	if err != nil {
 		return fail(err)
