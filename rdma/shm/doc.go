@@ -20,8 +20,9 @@
 // the checks a target makes (unknown rkey, out of bounds, missing right:
 // StatusRemoteAccess; misaligned atomic: StatusRemoteInvalidRequest; memory
 // untouched), in post order. An 8-byte WRITE to an 8-aligned address is one
-// atomic store (see QP.PostSend for the store/load pairing the ring's stamp
-// relies on). CAS and FAA are CPU atomics on the mapped word, so
+// 64-bit release store (see QP.PostSend for the store/load pairing the
+// ring's stamp relies on). PostSendBatch (rdma.BatchPoster) runs a chain of
+// requests in one call, as verbs' wr->next list. CAS and FAA are CPU atomics on the mapped word, so
 // Caps().Atomic is rdma.AtomicGlobal. SEND and WRITE_WITH_IMM claim the
 // peer's next posted receive through a small shared queue (queue.go); the
 // peer's RecvCQ turns them into completions when it polls. With no receive
@@ -34,7 +35,9 @@
 // that could produce a completion first reserves room in the send CQ, so the
 // CQ never overflows: PostSend returns rdma.ErrSendQueueFull instead. Posts
 // to one QP from several goroutines are serialised by a CAS (uncontended:
-// one atomic); polling a CQ is for one goroutine at a time.
+// one atomic per PostSend or PostSendBatch call); polling a CQ is for one
+// goroutine at a time. Each QP caches its last rkey's and lkey's regions,
+// so a stream of requests to one ring does no map lookup.
 //
 // Trust: memfds arrive sealed against shrinking (internal/shmem seals them;
 // an unsealed one is refused, since its sender could truncate it under our
@@ -49,7 +52,8 @@
 // /dev/shm or the temp dir.
 //
 // Close of a QP, a region or the device never unmaps memory a concurrent
-// PostSend or Poll is using: those count themselves in and out with one
-// atomic add each, and the closer unpublishes first, then waits for the
-// count to drop to zero (see QP).
+// PostSend or Poll is using: each makes a generation word odd on entry
+// (an atomic CAS or add: a full fence) and even on exit (a release store),
+// and the closer unpublishes first, then waits for the word to be even or
+// to move (see QP).
 package shm

@@ -25,12 +25,15 @@ import (
 // State are safe from any goroutine at any time, including while another
 // goroutine posts or polls.
 //
-// Unmapping safely: PostSend makes gen odd on entry (CAS) and even on exit
-// (store). A control path that unmaps memory a post might touch (a peer's
-// region on regionDel, everything on ERR or Close) first unpublishes it
-// (state store or table swap), then waits until gen is even or has moved,
-// then unmaps. Go atomics are sequentially consistent, so a post either saw
-// the unpublished state or is waited for; a SIGSEGV is impossible, and the
+// Unmapping safely: PostSend and PostSendBatch make gen odd on entry (a
+// CAS: a full fence, so their loads of state and tables cannot pass it)
+// and even on exit (a release store: every access of the post is visible
+// before it). A control path that unmaps memory a post might touch (a
+// peer's region on regionDel, everything on ERR or Close) first
+// unpublishes it (state store or table swap, sequentially consistent),
+// then waits until gen is even or has moved, then unmaps. Both sides fence
+// between their store and their load, so a post either saw the
+// unpublished state or is waited for; a SIGSEGV is impossible, and the
 // waiter never starves behind a stream of posts.
 type QP struct {
 	dev       *Device
@@ -46,7 +49,7 @@ type QP struct {
 
 	state atomic.Uint32 // rdma.QPState
 	// gen is odd while a PostSend runs; each PostSend adds 2 (CAS in,
-	// store out). See waitIdle.
+	// release store out). See waitIdle.
 	gen atomic.Uint64
 
 	// Lookup caches of the posting goroutine (read and written inside a
