@@ -351,12 +351,12 @@ func fields(s string) map[string]string {
 	return m
 }
 
-// TestMultiHost: three hosts (network namespaces) with a nats-server each,
-// clustered; a publisher on host A, subscribers on hosts B and C, each
-// node talking to its own host's server. Discovery crosses the NATS
+// TestMultiHost_OnePublisher_BothHostsGetEveryTick: three hosts (network
+// namespaces) with a nats-server each, clustered; a publisher on host A,
+// subscribers on hosts B and C, each node talking to its own host's server. Discovery crosses the NATS
 // cluster; ticks go host to host over the tcp provider. Both subscribers
 // get every tick, in order, with nothing lost, and the same sequence.
-func TestMultiHost(t *testing.T) {
+func TestMultiHost_OnePublisher_BothHostsGetEveryTick(t *testing.T) {
 	if err := netns.Available(); err != nil {
 		t.Skipf("needs network namespaces to stand in for hosts: %v", err)
 	}
