@@ -148,3 +148,61 @@ func TestProviders_ConnectOverUnavailableProvider_RefusedClearly(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return c.count() == 1 }, 5*time.Second, 5*time.Millisecond)
 }
+
+// The other way round: a ring and a home allocated on tcp are registered
+// on shm for publishers on their host. The home's own publisher claims
+// through its tcp loopback, the other through shm, on one counter.
+func TestProviders_TCPAllocatedRingAndHome_ServeShmPeers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := bus.Open(ctx, bus.Config{NodeID: "ta", HostID: "hostA"})
+	require.NoError(t, err)
+	defer a.Close()
+	open := func(id string) (*bus.Node, *devices.Set) {
+		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: "hostA", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = n.Close() })
+		d := devices.New(devices.Config{HostID: "hostA"})
+		t.Cleanup(func() { _ = d.Close() })
+		return n, d
+	}
+	da := devices.New(devices.Config{HostID: "hostA"})
+	defer da.Close()
+	b, db := open("tb")
+	c, dc := open("tc")
+
+	var got collect
+	sub, err := subscriber.New(ctx, b, db, subscriber.Config{Topic: "tr", Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, StatsInterval: -1}, &got)
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() { errc <- sub.Run(ctx) }()
+	home, err := publisher.New(ctx, a, da, publisher.Config{Topic: "tr", Provider: rdma.ProviderTCP, Idle: rdma.Yield{}})
+	require.NoError(t, err)
+	defer home.Close()
+	require.True(t, home.IsHome())
+	other, err := publisher.New(ctx, c, dc, publisher.Config{Topic: "tr", Idle: rdma.Yield{}})
+	require.NoError(t, err)
+	defer other.Close()
+	require.NoError(t, home.WaitSubscribers(ctx, 1))
+	require.NoError(t, other.WaitSubscribers(ctx, 1))
+
+	const n = 600
+	for i := 0; i < n; i++ {
+		p := home
+		if i%3 == 0 {
+			p = other
+		}
+		_, err := p.Publish(1, []byte("t"), time.Now().UnixNano())
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return got.count() == n }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, "shm", sub.Providers(), "both publishers share the host: shm into the tcp-allocated ring")
+	require.NoError(t, sub.Close())
+	require.NoError(t, <-errc)
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	for i, s := range got.seqs {
+		require.Equal(t, uint64(i+1), s, "one counter, no sequence twice or skipped")
+	}
+	assert.Empty(t, got.events)
+}
