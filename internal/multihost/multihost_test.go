@@ -62,6 +62,7 @@ type roleFlags struct {
 	gap              time.Duration // subscriber: GapTimeout (0: the default)
 	timeout          time.Duration // how long the role may run
 	slots            int           // subscriber: ring slots (0: the default)
+	wait             time.Duration // publisher: Config.Timeout, each wait of the writer (0: the default)
 }
 
 func parse(name string, args []string) (roleFlags, error) {
@@ -77,6 +78,7 @@ func parse(name string, args []string) (roleFlags, error) {
 	fs.Uint64Var(&f.upto, "upto", 0, "subscriber: done once the ring passed this sequence")
 	fs.StringVar(&f.out, "out", "", "file for a per-tick record")
 	fs.DurationVar(&f.gap, "gap", 0, "subscriber: GapTimeout")
+	fs.DurationVar(&f.wait, "wait", 0, "publisher: Timeout of each wait of the writer")
 	fs.IntVar(&f.slots, "slots", 0, "subscriber: ring slots")
 	fs.DurationVar(&f.timeout, "timeout", 90*time.Second, "how long the role may run")
 	fs.BoolVar(&f.hold, "hold", false, "publisher: after DONE, stay up until stdin closes")
@@ -113,7 +115,7 @@ func pubMain(args []string) int {
 	}
 	defer node.Close()
 	defer devs.Close()
-	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: topic, Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, Logger: logger})
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: topic, Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, Timeout: f.wait, Logger: logger})
 	if err != nil {
 		return fail(err)
 	}
