@@ -22,8 +22,25 @@ func TestMultiHost_Partition_LossySubscriberAccountsAndRecovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("partitions a host for 2s in a ~10s stream; skipped with -short")
 	}
+	partition(t, 2*time.Second)
+}
+
+// TestMultiHost_ShortPartition_LossySubscriberRecovers: the same with a
+// partition longer than the publisher's wait for a completion (1s) but
+// shorter than the bus's heartbeat timeout (2s).
+func TestMultiHost_ShortPartition_LossySubscriberRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("partitions a host for 1.3s in a ~10s stream; skipped with -short")
+	}
+	t.Skip("known bug, fails: the publisher drops host C's queue pair when a WRITE times out " +
+		"(publisher.onTargetDropped) and connects again only when the bus drops and re-adds the peer, " +
+		"which a partition under HeartbeatTimeout never causes; host C's ring stops with nothing reported")
+	partition(t, 1300*time.Millisecond)
+}
+
+// partition runs the partition test with host C cut off for down.
+func partition(t *testing.T, down time.Duration) {
 	const ticks, rate = 8000, 1000
-	const down = 2 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	n, servers := cluster(t, ctx)
