@@ -149,9 +149,11 @@ func TestProvider_Auto_SecondPublisherAcrossHosts_ClaimsOverTCP_OneOrder(t *test
 	r := newProviderRun(t, "prov2")
 	near := r.sub("near", "hostA")
 	far := r.sub("far", "hostB")
-	p1 := r.pub("p1", "hostA", "4s", 2)
+	// p1 is the topic's home and must outlive p2 (home failover is later
+	// work): p2 starts after p1 and publishes for a quarter of the time.
+	p1 := r.pub("p1", "hostA", "8s", 2)
 	require.Equal(t, true, p1.waitEvent("ready", 30*time.Second)["home"], "the first publisher is the topic's home")
-	p2 := r.pub("p2", "hostB", "3s", 2)
+	p2 := r.pub("p2", "hostB", "2s", 2)
 	require.Equal(t, false, p2.waitEvent("ready", 30*time.Second)["home"])
 	sums := r.finish([]*proc{p1, p2}, []*proc{near, far})
 
