@@ -34,6 +34,11 @@ func (l *lastStats) provider() string {
 	return l.m.Provider
 }
 
+// gapTimeout for the mixed-provider tests: a tcp write can trail a later
+// shm write by far more than the 100 ms default on the loaded test machine,
+// and these tests are about order and providers, not gap detection.
+const gapTimeout = time.Second
+
 // Two hosts in one process (nodes with distinct host ids): each publisher
 // writes over shm to the subscriber on its host and over tcp to the other;
 // the second publisher claims on the first's home over tcp. Both rings are
@@ -57,9 +62,9 @@ func TestProviders_ShmAndTCPInOneTopic_OneOrder(t *testing.T) {
 
 	var ca, cb collect
 	var la, lb lastStats
-	subA, err := subscriber.New(ctx, sa, dsa, subscriber.Config{Topic: "mix", Idle: rdma.Yield{}, StatsInterval: 20 * time.Millisecond, OnStats: la.set}, &ca)
+	subA, err := subscriber.New(ctx, sa, dsa, subscriber.Config{Topic: "mix", Idle: rdma.Yield{}, GapTimeout: gapTimeout, StatsInterval: 20 * time.Millisecond, OnStats: la.set}, &ca)
 	require.NoError(t, err)
-	subB, err := subscriber.New(ctx, sb, dsb, subscriber.Config{Topic: "mix", Idle: rdma.Yield{}, StatsInterval: 20 * time.Millisecond, OnStats: lb.set}, &cb)
+	subB, err := subscriber.New(ctx, sb, dsb, subscriber.Config{Topic: "mix", Idle: rdma.Yield{}, GapTimeout: gapTimeout, StatsInterval: 20 * time.Millisecond, OnStats: lb.set}, &cb)
 	require.NoError(t, err)
 	errs := make(chan error, 2)
 	go func() { errs <- subA.Run(ctx) }()
@@ -172,7 +177,7 @@ func TestProviders_TCPAllocatedRingAndHome_ServeShmPeers(t *testing.T) {
 	c, dc := open("tc")
 
 	var got collect
-	sub, err := subscriber.New(ctx, b, db, subscriber.Config{Topic: "tr", Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, StatsInterval: -1}, &got)
+	sub, err := subscriber.New(ctx, b, db, subscriber.Config{Topic: "tr", Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, GapTimeout: gapTimeout, StatsInterval: -1}, &got)
 	require.NoError(t, err)
 	errc := make(chan error, 1)
 	go func() { errc <- sub.Run(ctx) }()
