@@ -63,6 +63,7 @@ type roleFlags struct {
 	timeout          time.Duration // how long the role may run
 	slots            int           // subscriber: ring slots (0: the default)
 	wait             time.Duration // publisher: Config.Timeout, each wait of the writer (0: the default)
+	hb               time.Duration // bus HeartbeatTimeout: silence after which a peer is dropped (0: the default)
 }
 
 func parse(name string, args []string) (roleFlags, error) {
@@ -78,6 +79,7 @@ func parse(name string, args []string) (roleFlags, error) {
 	fs.Uint64Var(&f.upto, "upto", 0, "subscriber: done once the ring passed this sequence")
 	fs.StringVar(&f.out, "out", "", "file for a per-tick record")
 	fs.DurationVar(&f.gap, "gap", 0, "subscriber: GapTimeout")
+	fs.DurationVar(&f.hb, "hb", 0, "bus HeartbeatTimeout")
 	fs.DurationVar(&f.wait, "wait", 0, "publisher: Timeout of each wait of the writer")
 	fs.IntVar(&f.slots, "slots", 0, "subscriber: ring slots")
 	fs.DurationVar(&f.timeout, "timeout", 90*time.Second, "how long the role may run")
@@ -88,7 +90,7 @@ func parse(name string, args []string) (roleFlags, error) {
 // open connects a node to its host's NATS server and opens its devices
 // with the tcp provider listening on the host's address.
 func open(ctx context.Context, f roleFlags) (*bus.Node, *devices.Set, error) {
-	node, err := bus.Open(ctx, bus.Config{NodeID: f.name, HostID: f.name, NATS: bus.NATSConfig{URLs: []string{f.nats}}, Logger: &logger})
+	node, err := bus.Open(ctx, bus.Config{NodeID: f.name, HostID: f.name, HeartbeatTimeout: f.hb, NATS: bus.NATSConfig{URLs: []string{f.nats}}, Logger: &logger})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,7 @@ package multihost_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -22,24 +23,28 @@ func TestMultiHost_Partition_LossySubscriberAccountsAndRecovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("partitions a host for 2s in a ~10s stream; skipped with -short")
 	}
-	partition(t, 2*time.Second)
+	partition(t, 2*time.Second, time.Second)
 }
 
 // TestMultiHost_ShortPartition_LossySubscriberRecovers: the same with a
 // partition longer than the publisher's wait for a completion (1s) but
-// shorter than the bus's heartbeat timeout (2s).
+// shorter than the publisher's bus's heartbeat timeout.
 func TestMultiHost_ShortPartition_LossySubscriberRecovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("partitions a host for 1.3s in a ~10s stream; skipped with -short")
 	}
-	t.Skip("known bug, fails: the publisher drops host C's queue pair when a WRITE times out " +
-		"(publisher.onTargetDropped) and connects again only when the bus drops and re-adds the peer, " +
-		"which a partition under HeartbeatTimeout never causes; host C's ring stops with nothing reported")
-	partition(t, 1300*time.Millisecond)
+	if os.Getenv("MH_KNOWN_BUG") == "" {
+		t.Skip("known bug, fails: the publisher drops host C's queue pair when a WRITE times out " +
+			"(publisher.onTargetDropped) and connects again only when the bus drops and re-adds the peer, " +
+			"which a partition under HeartbeatTimeout never causes; host C's ring stops with nothing reported " +
+			"(MH_KNOWN_BUG=1 runs it)")
+	}
+	partition(t, 1300*time.Millisecond, 2*time.Second)
 }
 
-// partition runs the partition test with host C cut off for down.
-func partition(t *testing.T, down time.Duration) {
+// partition runs the partition test with host C cut off for down, the
+// publisher's bus dropping peers silent for hb.
+func partition(t *testing.T, down, hb time.Duration) {
 	const ticks, rate = 8000, 1000
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -61,7 +66,10 @@ func partition(t *testing.T, down time.Duration) {
 	subC := role(2, "host-c", roleSub, subArgs...)
 	subB.expect(t, "READY", 30*time.Second)
 	subC.expect(t, "READY", 30*time.Second)
-	pub := role(0, "host-a", rolePub, "-subs", "2", "-rate", strconv.Itoa(rate))
+	// With hb well under down the publisher's bus surely drops host C and
+	// connects afresh when C is heard again. (A partition shorter than hb
+	// strands C: see TestMultiHost_ShortPartition_LossySubscriberRecovers.)
+	pub := role(0, "host-a", rolePub, "-subs", "2", "-rate", strconv.Itoa(rate), "-hb", hb.String())
 	pub.expect(t, "PUBLISHING", 60*time.Second)
 
 	time.Sleep(2 * time.Second)
