@@ -35,8 +35,11 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 		w.stats.backPressure.Add(1)
 		return 0, ErrBackPressure
 	}
-	seq, err := w.claim(1)
+	seq, err := w.claimRoom(tl, 1)
 	if err != nil {
+		if err == ErrBackPressure {
+			w.stats.backPressure.Add(1)
+		}
 		return 0, err
 	}
 	w.stage(0, seq, typ, 0, payload, publishNs)
@@ -70,8 +73,11 @@ func (w *Writer) PublishBatch(ticks []Tick) (uint64, error) {
 		w.stats.backPressure.Add(1)
 		return 0, ErrBackPressure
 	}
-	first, err := w.claim(uint64(n))
+	first, err := w.claimRoom(tl, uint64(n))
 	if err != nil {
+		if err == ErrBackPressure {
+			w.stats.backPressure.Add(1)
+		}
 		return 0, err
 	}
 	w.stageRun(n)
@@ -357,7 +363,17 @@ func (w *Writer) postChain(t *target) bool {
 }
 
 // claim takes n consecutive sequences at the home and returns the first.
-func (w *Writer) claim(n uint64) (uint64, error) {
+func (w *Writer) claim(n uint64) (uint64, error) { return w.claimRoom(nil, n) }
+
+// claimRoom claims n sequences. With reliable targets in tl, a CAS claim
+// re-checks room for exactly the sequences it is about to take every time a
+// lost CAS teaches it the counter's real value, so it never wins a sequence
+// it has no room to write: a claim held while waiting for room would be
+// reported as a gap by readers whose gap timeout is shorter than the wait.
+// It returns ErrBackPressure, with nothing claimed, when the room does not
+// come by the deadline. A FAA claim cannot know its sequence before it has
+// it, so it relies on the caller's check against the cached counter.
+func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 	if w.faa {
 		orig, err := w.atomic(rdma.OpFetchAndAdd, 0, 0, n)
 		if err != nil {
@@ -378,6 +394,9 @@ func (w *Writer) claim(n uint64) (uint64, error) {
 		}
 		w.cached = orig
 		w.stats.casRetries.Add(1)
+		if tl != nil && tl.reliable > 0 && !w.waitRoom(tl, orig+n-1) {
+			return 0, ErrBackPressure
+		}
 	}
 }
 
