@@ -130,10 +130,10 @@ func TestProvider_Auto_ShmOnOneHostTCPAcross_SameTicksSameOrder(t *testing.T) {
 	p := r.pub("p1", "hostA", "3s", 2)
 	sums := r.finish([]*proc{p}, []*proc{near, far})
 
-	assert.Equal(t, "shm", sums["near"]["provider"], "same host: shm")
-	assert.Equal(t, "tcp", sums["far"]["provider"], "other host: tcp")
-	assert.Equal(t, "shm", liveProvider(near), "the stats message said shm")
-	assert.Equal(t, "tcp", liveProvider(far), "the stats message said tcp")
+	assert.Equal(t, "shm", sums["near"]["provider"], "same host: shm; %v", sums)
+	assert.Equal(t, "tcp", sums["far"]["provider"], "other host: tcp; %v", sums)
+	assert.Equal(t, "shm", liveProvider(near), "the stats message said shm:\n%s", near.out())
+	assert.Equal(t, "tcp", liveProvider(far), "the stats message said tcp:\n%s", far.out())
 	assert.Equal(t, "shm", providerLogged(p, "near/"), p.errOut())
 	assert.Equal(t, "tcp", providerLogged(p, "far/"), p.errOut())
 }
