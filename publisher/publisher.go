@@ -368,13 +368,49 @@ func (p *Publisher) connectHome(ctx context.Context) error {
 }
 
 // onTargetDropped runs on the publishing goroutine when a subscriber's QP
-// failed: note it; the bus's OnSubscriberGone (or Close) releases the QP.
-// One log line per dropped target, never per tick.
+// failed: note it, and reconnect on another goroutine while the bus still
+// lists the subscriber. One log line per dropped target, never per tick.
 func (p *Publisher) onTargetDropped(id uint64, err error) {
 	p.mu.Lock()
 	p.dropped[id] = true
+	var t *target
+	for _, x := range p.targets {
+		if x.id == id {
+			t = x
+			break
+		}
+	}
+	closed := p.closed
 	p.mu.Unlock()
 	p.log.Warn().Uint64("target", id).Err(err).Msg("publisher: subscriber's queue pair failed; dropped it")
+	if t != nil && !closed {
+		go p.reconnect(t)
+	}
+}
+
+// reconnect replaces a target whose QP failed while its subscriber is still
+// on the bus: a link that was down for less than the heartbeat timeout
+// leaves the bus's view unchanged, so without this the subscriber would
+// never hear from this publisher again, and would not know it. With a new
+// QP the writes resume at the current sequence and the subscriber's reader
+// reports the sequences it missed as gaps or overruns. If the subscriber
+// has left in the meantime, onSubscriberGone or Close already removed the
+// target and there is nothing to do.
+func (p *Publisher) reconnect(t *target) {
+	key := t.info.Key()
+	p.mu.Lock()
+	if p.closed || p.targets[key] != t {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.targets, key)
+	p.mu.Unlock()
+	if err := p.w.RemoveTarget(t.id); err != nil && !errors.Is(err, ring.ErrNoTarget) {
+		p.log.Warn().Err(err).Uint64("target", t.id).Msg("publisher: remove failed target")
+	}
+	_ = t.conn.close()
+	p.log.Info().Str("subscriber", key).Msg("publisher: reconnecting to a subscriber still on the bus")
+	p.onSubscriber(t.info)
 }
 
 // onSubscriber connects to a subscriber's ring and adds it to the writer.
@@ -454,8 +490,13 @@ func (p *Publisher) addTarget(id uint64, s bus.SubscriberInfo) error {
 		_ = c.close()
 		return ErrClosed
 	}
+	old := p.targets[s.Key()]
 	p.targets[s.Key()] = &target{id: id, info: s, conn: c}
 	p.mu.Unlock()
+	if old != nil { // a reconnect and a fresh announcement raced: keep the newer QP
+		_ = p.w.RemoveTarget(old.id)
+		_ = old.conn.close()
+	}
 	p.log.Info().Str("subscriber", s.Key()).Str("subscriber_host", s.Node.HostID).Str("provider", prov).Uint64("target", id).
 		Msg("publisher: subscriber connected")
 	return nil
