@@ -599,15 +599,25 @@ func (p *Publisher) PublishAt(seq uint64, typ uint16, payload []byte, publishNs 
 // Stats are the writer's counters.
 func (p *Publisher) Stats() ring.WriterStats { return p.w.Stats() }
 
-// Close withdraws the publisher (if it is the topic's home, the home goes
-// with it), stops the writer and closes every queue pair. Do not call it
-// while a publish runs. Idempotent.
+// Close waits (up to the writer's timeout) for every posted write to land,
+// withdraws the publisher (if it is the topic's home, the home goes with
+// it), stops the writer and closes every queue pair. Do not call it while a
+// publish runs. Idempotent.
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
 		p.mu.Lock()
 		p.closed = true
 		p.mu.Unlock()
 		var errs []error
+		// Wait for what was posted to land before the QPs and the staging
+		// memory go: over tcp a backlog can take longer than the provider's
+		// linger, and the subscriber could not tell those ticks were lost.
+		if p.w != nil {
+			if err := p.w.Flush(); err != nil && !errors.Is(err, ring.ErrClosed) {
+				p.log.Warn().Err(err).Msg("publisher: flush before close: the last ticks may not have reached every subscriber")
+				errs = append(errs, fmt.Errorf("publisher: flush before close: %w", err))
+			}
+		}
 		errs = append(errs, p.pub.Close())
 		p.mu.Lock()
 		targets := p.targets
