@@ -382,7 +382,19 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 		w.cached = orig + n
 		return orig, nil
 	}
-	for {
+	for losses := 0; ; losses++ {
+		if losses == maxCASLosses {
+			// A writer far from the home (a round trip per try) can lose
+			// every race to one beside it for as long as that one keeps
+			// publishing. Fetch-and-add always wins, in one round trip;
+			// the room it takes was checked for the last value seen.
+			orig, err := w.atomic(rdma.OpFetchAndAdd, 0, 0, n)
+			if err != nil {
+				return 0, err
+			}
+			w.cached = orig + n
+			return orig, nil
+		}
 		want := w.cached
 		orig, err := w.atomic(rdma.OpCompareAndSwap, want, want+n, 0)
 		if err != nil {
@@ -399,6 +411,10 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 		}
 	}
 }
+
+// maxCASLosses is how many CAS claims in a row a Publish or PublishBatch may
+// lose before it claims by fetch-and-add instead.
+const maxCASLosses = 4
 
 // atomic runs one CAS or FAA on the counter through the home QP and waits
 // for its completion; it returns the counter's original value.
