@@ -393,24 +393,35 @@ func (p *Publisher) onTargetDropped(id uint64, err error) {
 // leaves the bus's view unchanged, so without this the subscriber would
 // never hear from this publisher again, and would not know it. With a new
 // QP the writes resume at the current sequence and the subscriber's reader
-// reports the sequences it missed as gaps or overruns. If the subscriber
-// has left in the meantime, onSubscriberGone or Close already removed the
-// target and there is nothing to do.
+// reports the sequences it missed as gaps or overruns. The failed target
+// stays in p.targets until it is replaced, so a subscriber that left in
+// the meantime is still dropped (and logged) once by onSubscriberGone,
+// which also ends this loop.
 func (p *Publisher) reconnect(t *target) {
 	key := t.info.Key()
-	p.mu.Lock()
-	if p.closed || p.targets[key] != t {
-		p.mu.Unlock()
-		return
-	}
-	delete(p.targets, key)
-	p.mu.Unlock()
 	if err := p.w.RemoveTarget(t.id); err != nil && !errors.Is(err, ring.ErrNoTarget) {
 		p.log.Warn().Err(err).Uint64("target", t.id).Msg("publisher: remove failed target")
 	}
 	_ = t.conn.close()
 	p.log.Info().Str("subscriber", key).Msg("publisher: reconnecting to a subscriber still on the bus")
-	p.onSubscriber(t.info)
+	wait := 100 * time.Millisecond
+	for {
+		p.mu.Lock()
+		current := !p.closed && p.targets[key] == t
+		p.nextID++
+		id := p.nextID
+		p.mu.Unlock()
+		if !current || !p.stillSubscribed(t.info) {
+			return // gone, replaced, or the publisher closed
+		}
+		err := p.addTarget(id, t.info)
+		if err == nil || errors.Is(err, ErrClosed) {
+			return
+		}
+		p.log.Debug().Str("subscriber", key).Err(err).Msg("publisher: reconnect failed; retrying")
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // onSubscriber connects to a subscriber's ring and adds it to the writer.
