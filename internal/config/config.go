@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"net"
 	"strings"
 	"time"
 
@@ -59,6 +60,11 @@ type Bus struct {
 	// Provider is auto (or ""; the default): shm to peers on this host, tcp
 	// to the others; or shm, tcp or verbs for every peer of this node.
 	Provider string `yaml:"provider"`
+	// TCPListen is the tcp provider's listen host:port (default
+	// 127.0.0.1:0); TCPAdvertise the host:port peers on other hosts dial, if
+	// it differs (behind NAT, or when listening on 0.0.0.0).
+	TCPListen    string `yaml:"tcp_listen"`
+	TCPAdvertise string `yaml:"tcp_advertise"`
 	// HeartbeatInterval and HeartbeatTimeout: a peer silent for the timeout
 	// is dropped and its queue pairs closed.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
@@ -232,6 +238,14 @@ func (b *Bus) validate(cmd string) error {
 	case "", ProviderAuto, rdma.ProviderShm, rdma.ProviderTCP, rdma.ProviderVerbs:
 	default:
 		return bad("bus.provider", b.Provider, `auto (shm on one host, tcp across hosts), shm, tcp or verbs`)
+	}
+	for key, v := range map[string]string{"bus.tcp_listen": b.TCPListen, "bus.tcp_advertise": b.TCPAdvertise} {
+		if v == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+			return bad(key, v, "host:port, such as 10.0.0.5:7471 (port 0 picks one)")
+		}
 	}
 	if b.HeartbeatInterval < 0 {
 		return bad("bus.heartbeat_interval", b.HeartbeatInterval, "0 (default) or a positive duration")

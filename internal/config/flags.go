@@ -29,6 +29,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 		fs.Var((*urlList)(&c.Bus.NATS), "nats", "NATS server `URLs`, comma-separated; empty runs an embedded server")
 		fs.StringVar(&c.Bus.NodeID, "node-id", c.Bus.NodeID, "this node's `id` on the bus (default: host id and a random suffix)")
 		fs.StringVar(&c.Bus.HostID, "host-id", c.Bus.HostID, "this node's host `id`: nodes with the same one use shm between them (default: the hostname)")
+		fs.StringVar(&c.Bus.TCPListen, "tcp-listen", c.Bus.TCPListen, "the tcp provider's listen `host:port` (default 127.0.0.1:0; set it to reach other hosts)")
+		fs.StringVar(&c.Bus.TCPAdvertise, "tcp-advertise", c.Bus.TCPAdvertise, "the `host:port` peers on other hosts dial, if not the listen address")
 	}
 	if cmd == "pub" || cmd == "demo" {
 		fs.Float64Var(&c.Pub.Rate, "rate", c.Pub.Rate, "ticks per `second`; 0 publishes as fast as possible")

@@ -27,7 +27,7 @@ func openNode(ctx context.Context, c *config.Config, log zerolog.Logger) (*bus.N
 	if err != nil {
 		return nil, nil, err
 	}
-	return node, devices.New(devices.Config{HostID: node.HostID(), Logger: log}), nil
+	return node, devices.New(devices.Config{HostID: node.HostID(), TCPListen: b.TCPListen, TCPAdvertise: b.TCPAdvertise, Logger: log}), nil
 }
 
 // provider is the device a subscriber's ring and a home are allocated on:
