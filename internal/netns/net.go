@@ -31,6 +31,7 @@ type Config struct {
 	Logger zerolog.Logger
 
 	failAt int // tests: the failAt-th ip command of New fails
+	id     string // tests: the network's id (6 hex digits), so a test can find its own objects
 }
 
 // Host is one namespace.
@@ -100,6 +101,9 @@ func New(ctx context.Context, cfg Config) (*Net, error) {
 		return nil, err
 	}
 	id := randHex(3) // 6 hex digits: interface names stay under 15 bytes
+	if cfg.id != "" {
+		id = cfg.id
+	}
 	var sub [2]byte
 	if _, err := rand.Read(sub[:]); err != nil {
 		return nil, fmt.Errorf("netns: random subnet: %w", err)

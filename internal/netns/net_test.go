@@ -91,27 +91,23 @@ func TestNew_FailureHalfWayLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	beforeLinks, err := exec.Command("ip", "-o", "link", "show").CombinedOutput()
 	require.NoError(t, err)
-	_, err = New(ctx, Config{Hosts: 3, failAt: 13})
+	id := randHex(3)
+	_, err = New(ctx, Config{Hosts: 3, failAt: 13, id: id})
 	require.ErrorIs(t, err, ErrCommand)
 	assert.Contains(t, err.Error(), "injected failure")
 	after, err := exec.Command("ip", "netns", "list").CombinedOutput()
 	require.NoError(t, err)
 	afterLinks, err := exec.Command("ip", "-o", "link", "show").CombinedOutput()
 	require.NoError(t, err)
-	assert.Equal(t, countTB(string(before)), countTB(string(after)), "namespaces left behind:\n%s", after)
-	assert.Equal(t, countTB(string(beforeLinks)), countTB(string(afterLinks)), "links left behind:\n%s", afterLinks)
+	// Other packages' tests may run their own networks meanwhile: count only
+	// the objects named with this network's id.
+	assert.Equal(t, countID(string(before), id), countID(string(after), id), "namespaces left behind:\n%s", after)
+	assert.Equal(t, countID(string(beforeLinks), id), countID(string(afterLinks), id), "links left behind:\n%s", afterLinks)
 }
 
-// countTB counts lines naming one of our objects (other tests may run
-// their own networks in parallel, so compare counts of ours, not all).
-func countTB(out string) int {
-	c := 0
-	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, " tb") || strings.HasPrefix(l, "tb") {
-			c++
-		}
-	}
-	return c
+// countID counts lines naming an object of the network with this id.
+func countID(out, id string) int {
+	return strings.Count(out, "tb"+id)
 }
 
 func TestNATSCluster_MessagesCrossHostsAndSurviveALostServer(t *testing.T) {
