@@ -30,7 +30,7 @@ type Config struct {
 	// Logger gets every ip command run; default zerolog.Nop().
 	Logger zerolog.Logger
 
-	failAt int // tests: the failAt-th ip command of New fails
+	failAt int    // tests: the failAt-th ip command of New fails
 	id     string // tests: the network's id (6 hex digits), so a test can find its own objects
 }
 
