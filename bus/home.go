@@ -113,11 +113,15 @@ func (n *Node) queryHome(ctx context.Context, topic string) (HomeInfo, error) {
 	}
 	n.mu.Lock()
 	p, _ := n.touchLocked(w.peer()) // so that its death is noticed even before its first heartbeat
+	var info PeerInfo
+	if p != nil {
+		info = p.info // under the lock: discovery updates it
+	}
 	n.mu.Unlock()
 	if p == nil {
 		return HomeInfo{}, fmt.Errorf("%w: home reply from an older incarnation of %s", ErrNoPeer, w.Node.ID)
 	}
-	return HomeInfo{Topic: topic, Node: p.info, Descriptor: w.Desc}, nil
+	return HomeInfo{Topic: topic, Node: info, Descriptor: w.Desc}, nil
 }
 
 // request sends w to subj and decodes the reply; no responder or no answer
