@@ -99,9 +99,12 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		n.homeGoneLocked(w.Topic, w.Node.ID, fmt.Errorf("%w: %s stopped publishing %q", ErrHomeLost, w.Node.ID, w.Topic))
 	}
 	n.mu.Unlock()
-	if isNew && w.Kind == kindHeartbeat {
+	if isNew && w.Kind != kindBye {
 		// a peer we did not know (or had aged out while it lived on): ask it
-		// alone to re-announce, or its announcements would stay forgotten
+		// alone to re-announce, or its announcements would stay forgotten.
+		// Whatever its first message here (a heartbeat, its own "who", a
+		// claim), announcements it sent before a cluster route reached us
+		// are lost; a repeated announcement is ignored.
 		n.publish(n.subject("d", kindWho), &wireMsg{Kind: kindWho, ID: w.Node.ID})
 	}
 	if reannounce {
