@@ -33,7 +33,7 @@ func TestQP_PostSend_ConcurrentPostersSerialised(t *testing.T) {
 				return
 			default:
 			}
-			n := a.cq.Poll(cs[:])
+			n := a.CQ.Poll(cs[:])
 			for _, c := range cs[:n] {
 				if c.Status != rdma.StatusSuccess {
 					pollErr <- errors.New(c.Status.String())
@@ -48,11 +48,11 @@ func TestQP_PostSend_ConcurrentPostersSerialised(t *testing.T) {
 	for p := 0; p < posters; p++ {
 		wg.Go(func() {
 			wr := rdma.WorkRequest{Op: rdma.OpFetchAndAdd, Flags: rdma.FlagSignaled, Add: 1,
-				Local: rdma.LocalSGE(a.mr, 64+8*p, 8), Remote: remote(b.mr, 0)}
+				Local: rdma.LocalSGE(a.MR, 64+8*p, 8), Remote: remote(b.MR, 0)}
 			for i := 0; i < each; i++ {
 				wr.ID = uint64(p*each + i)
 				for {
-					err := a.qp.PostSend(&wr)
+					err := a.QP.PostSend(&wr)
 					if err == nil {
 						break
 					}
@@ -72,5 +72,5 @@ func TestQP_PostSend_ConcurrentPostersSerialised(t *testing.T) {
 	waitFor(t, "every completion", func() bool { return done.Load() == posters*each })
 	close(stop)
 	require.NoError(t, <-pollErr)
-	assert.Equal(t, uint64(posters*each), atomic.LoadUint64(word64(b.mr.Bytes())))
+	assert.Equal(t, uint64(posters*each), atomic.LoadUint64(word64(b.MR.Bytes())))
 }

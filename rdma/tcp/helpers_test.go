@@ -1,54 +1,26 @@
 package tcp_test
 
 import (
-	"context"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/rdma/tcp"
+	"github.com/tickbus/tickbus/rdma/tcp/internal/tcprig"
 )
 
-// side is one end of a connected pair: its device, CQ, QP and a region.
-type side struct {
-	dev *tcp.Device
-	cq  rdma.CompletionQueue
-	qp  rdma.QueuePair
-	mr  rdma.MemoryRegion
-}
+// The rig both tcp test packages share (rdma/tcp/internal/tcprig).
+type side = tcprig.Side
 
-func openDevice(t testing.TB, cfg tcp.Config) *tcp.Device {
-	t.Helper()
-	if cfg.HostID == "" {
-		cfg.HostID = "test"
-	}
-	d, err := tcp.Open(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { d.Close() })
-	return d
-}
-
-func newSide(t testing.TB, d *tcp.Device, depth int, access rdma.Access) *side {
-	t.Helper()
-	cq, err := d.CreateCQ(4 * depth)
-	require.NoError(t, err)
-	qp, err := d.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: depth, RecvDepth: depth})
-	require.NoError(t, err)
-	mr, err := d.RegisterMemory(1<<16, access)
-	require.NoError(t, err)
-	return &side{dev: d, cq: cq, qp: qp, mr: mr}
-}
-
-func connect(t testing.TB, a, b *side) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, a.qp.Connect(ctx, b.qp.LocalEndpoint()))
-	require.NoError(t, b.qp.Connect(ctx, a.qp.LocalEndpoint()))
-}
+var (
+	openDevice = tcprig.OpenDevice
+	newSide    = tcprig.NewSide
+	connect    = tcprig.Connect
+	remote     = tcprig.Remote
+	word64     = tcprig.Word64
+)
 
 // pair returns two connected sides on two devices.
 func pair(t testing.TB, cfg tcp.Config) (*side, *side) {
@@ -96,5 +68,3 @@ func none(t testing.TB, cq rdma.CompletionQueue) {
 	n := cq.Poll(buf[:])
 	require.Zero(t, n, "unexpected completions %v", buf[:n])
 }
-
-func word64(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }

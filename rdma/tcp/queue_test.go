@@ -16,20 +16,20 @@ func TestQP_PostSend_FullUntilCompletionsArePolled(t *testing.T) {
 	a := newSide(t, openDevice(t, tcp.Config{}), 4, all)
 	b := newSide(t, openDevice(t, tcp.Config{}), 4, all)
 	connect(t, a, b)
-	wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagSignaled, Local: rdma.LocalSGE(a.mr, 0, 8), Remote: remote(b.mr, 0)}
+	wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagSignaled, Local: rdma.LocalSGE(a.MR, 0, 8), Remote: remote(b.MR, 0)}
 	for i := 0; i < 4; i++ {
 		wr.ID = uint64(i)
-		require.NoError(t, a.qp.PostSend(&wr))
+		require.NoError(t, a.QP.PostSend(&wr))
 	}
 	// The requests complete on the wire, but their entries stay taken until
 	// the completions are polled, as in verbs.
 	time.Sleep(20 * time.Millisecond)
-	assert.ErrorIs(t, a.qp.PostSend(&wr), rdma.ErrSendQueueFull)
+	assert.ErrorIs(t, a.QP.PostSend(&wr), rdma.ErrSendQueueFull)
 	for i := 0; i < 4; i++ {
-		assert.Equal(t, uint64(i), wait(t, a.cq).ID)
+		assert.Equal(t, uint64(i), wait(t, a.CQ).ID)
 	}
-	require.NoError(t, a.qp.PostSend(&wr))
-	assert.Equal(t, rdma.StatusSuccess, wait(t, a.cq).Status)
+	require.NoError(t, a.QP.PostSend(&wr))
+	assert.Equal(t, rdma.StatusSuccess, wait(t, a.CQ).Status)
 }
 
 func TestQP_PostRecv_FullAtRecvDepth(t *testing.T) {
@@ -57,27 +57,27 @@ func TestQP_PostSend_FullWhenCQHasNoRoom(t *testing.T) {
 	require.NoError(t, err)
 	mr, err := da.RegisterMemory(4096, all)
 	require.NoError(t, err)
-	a := &side{dev: da, cq: cq, qp: qp, mr: mr}
+	a := &side{Dev: da, CQ: cq, QP: qp, MR: mr}
 	b := newSide(t, db, 8, all)
 	connect(t, a, b)
-	wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagSignaled, Local: rdma.LocalSGE(a.mr, 0, 8), Remote: remote(b.mr, 0)}
-	require.NoError(t, a.qp.PostSend(&wr))
-	require.NoError(t, a.qp.PostSend(&wr))
-	assert.ErrorIs(t, a.qp.PostSend(&wr), rdma.ErrSendQueueFull)
+	wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagSignaled, Local: rdma.LocalSGE(a.MR, 0, 8), Remote: remote(b.MR, 0)}
+	require.NoError(t, a.QP.PostSend(&wr))
+	require.NoError(t, a.QP.PostSend(&wr))
+	assert.ErrorIs(t, a.QP.PostSend(&wr), rdma.ErrSendQueueFull)
 	wait(t, cq)
-	require.NoError(t, a.qp.PostSend(&wr))
+	require.NoError(t, a.QP.PostSend(&wr))
 }
 
 func TestQP_PostSend_BeforeConnectAndAfterClose(t *testing.T) {
 	d := openDevice(t, tcp.Config{})
 	s := newSide(t, d, 4, rdma.AccessLocalWrite)
-	wr := rdma.WorkRequest{Op: rdma.OpWrite, Local: rdma.LocalSGE(s.mr, 0, 8)}
-	assert.ErrorIs(t, s.qp.PostSend(&wr), rdma.ErrQPState)
-	assert.ErrorIs(t, s.qp.PostSend(nil), rdma.ErrInvalidRequest)
-	require.NoError(t, s.qp.Close())
-	require.NoError(t, s.qp.Close())
-	assert.ErrorIs(t, s.qp.PostSend(&wr), rdma.ErrClosed)
-	assert.Equal(t, rdma.QPClosed, s.qp.State())
+	wr := rdma.WorkRequest{Op: rdma.OpWrite, Local: rdma.LocalSGE(s.MR, 0, 8)}
+	assert.ErrorIs(t, s.QP.PostSend(&wr), rdma.ErrQPState)
+	assert.ErrorIs(t, s.QP.PostSend(nil), rdma.ErrInvalidRequest)
+	require.NoError(t, s.QP.Close())
+	require.NoError(t, s.QP.Close())
+	assert.ErrorIs(t, s.QP.PostSend(&wr), rdma.ErrClosed)
+	assert.Equal(t, rdma.QPClosed, s.QP.State())
 }
 
 func TestQP_Close_LingersUntilPostedWritesLand(t *testing.T) {
@@ -88,14 +88,14 @@ func TestQP_Close_LingersUntilPostedWritesLand(t *testing.T) {
 	const n = 500
 	for i := 0; i < n; i++ {
 		msg := []byte{byte(i), byte(i >> 8), 0xa5, 0x5a}
-		wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagInline, Inline: msg, Remote: remote(b.mr, i*4)}
-		require.NoError(t, a.qp.PostSend(&wr))
+		wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagInline, Inline: msg, Remote: remote(b.MR, i*4)}
+		require.NoError(t, a.QP.PostSend(&wr))
 	}
 	// Unsignalled and unpolled: Close alone must let them reach the peer,
 	// as a NIC would have sent them when they were posted.
-	require.NoError(t, a.qp.Close())
+	require.NoError(t, a.QP.Close())
 	for i := 0; i < n; i++ {
-		require.Equal(t, []byte{byte(i), byte(i >> 8), 0xa5, 0x5a}, b.mr.Bytes()[i*4:i*4+4], "write %d", i)
+		require.Equal(t, []byte{byte(i), byte(i >> 8), 0xa5, 0x5a}, b.MR.Bytes()[i*4:i*4+4], "write %d", i)
 	}
-	none(t, a.cq)
+	none(t, a.CQ)
 }

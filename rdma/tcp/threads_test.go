@@ -40,9 +40,9 @@ func TestDevice_QuietConnectionsHoldNoThreads(t *testing.T) {
 	for i := 0; i < pairs; i++ {
 		a, b := newSide(t, da, 4, all), newSide(t, db, 4, all)
 		connect(t, a, b)
-		wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagSignaled | rdma.FlagInline, Inline: []byte{1}, Remote: remote(b.mr, 0)}
-		require.NoError(t, a.qp.PostSend(&wr))
-		require.Equal(t, rdma.StatusSuccess, wait(t, a.cq).Status)
+		wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagSignaled | rdma.FlagInline, Inline: []byte{1}, Remote: remote(b.MR, 0)}
+		require.NoError(t, a.QP.PostSend(&wr))
+		require.Equal(t, rdma.StatusSuccess, wait(t, a.CQ).Status)
 	}
 	time.Sleep(50 * time.Millisecond) // let every reader go quiet
 	after := osThreads(t)

@@ -19,13 +19,13 @@ func TestQP_PingPong_NoLostWakeups(t *testing.T) {
 	}
 	cfg := tcp.Config{ReadSpins: -1}
 	a, b := pair(t, cfg)
-	wr := rdma.WorkRequest{Op: rdma.OpFetchAndAdd, Flags: rdma.FlagSignaled, Add: 1, Local: rdma.LocalSGE(a.mr, 0, 8), Remote: remote(b.mr, 0)}
-	back := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagSignaled | rdma.FlagInline, Inline: []byte{1, 2, 3}, Remote: remote(a.mr, 64)}
+	wr := rdma.WorkRequest{Op: rdma.OpFetchAndAdd, Flags: rdma.FlagSignaled, Add: 1, Local: rdma.LocalSGE(a.MR, 0, 8), Remote: remote(b.MR, 0)}
+	back := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagSignaled | rdma.FlagInline, Inline: []byte{1, 2, 3}, Remote: remote(a.MR, 64)}
 	for i := 0; i < n; i++ {
 		wr.ID = uint64(i)
-		require.NoError(t, a.qp.PostSend(&wr))
-		require.Equal(t, rdma.StatusSuccess, wait(t, a.cq).Status, "round trip %d", i)
-		require.NoError(t, b.qp.PostSend(&back))
-		require.Equal(t, rdma.StatusSuccess, wait(t, b.cq).Status, "round trip %d back", i)
+		require.NoError(t, a.QP.PostSend(&wr))
+		require.Equal(t, rdma.StatusSuccess, wait(t, a.CQ).Status, "round trip %d", i)
+		require.NoError(t, b.QP.PostSend(&back))
+		require.Equal(t, rdma.StatusSuccess, wait(t, b.CQ).Status, "round trip %d back", i)
 	}
 }

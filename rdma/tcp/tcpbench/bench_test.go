@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/nats-io/nats-server/v2/server"
@@ -38,8 +37,6 @@ func reportOneWay(b *testing.B, name string, h *hdrhistogram.Histogram) {
 	b.ReportMetric(float64(h.ValueAtQuantile(99.9))/2, name+"-p99.9-ns")
 }
 
-func word64(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }
-
 // link says where the two ends of a benchmark live: both devices' listen
 // addresses, and the NATS server's.
 type link struct {
@@ -60,17 +57,17 @@ func tcpPingPong(b *testing.B, l link, n int) *hdrhistogram.Histogram {
 	a := newSide(b, openDevice(b, l.cfgA), 128, all)
 	bb := newSide(b, openDevice(b, l.cfgB), 128, all)
 	connect(b, a, bb)
-	ping, pong := word64(bb.mr.Bytes()), word64(a.mr.Bytes())
+	ping, pong := word64(bb.MR.Bytes()), word64(a.MR.Bytes())
 	atomic.StoreUint64(ping, 0)
 	atomic.StoreUint64(pong, 0)
 
 	var stop atomic.Bool
 	errc := make(chan error, 1)
-	go func() { errc <- echoTo(bb, remote(a.mr, 0), ping, &stop) }()
+	go func() { errc <- echoTo(bb, remote(a.MR, 0), ping, &stop) }()
 
 	h := newHist()
 	var buf [8]byte
-	wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagInline, Remote: remote(bb.mr, 0)}
+	wr := rdma.WorkRequest{Op: rdma.OpWrite, Flags: rdma.FlagInline, Remote: remote(bb.MR, 0)}
 	var cs [16]rdma.Completion
 	idle := benchIdle()
 	b.ResetTimer()
@@ -83,17 +80,17 @@ func tcpPingPong(b *testing.B, l link, n int) *hdrhistogram.Histogram {
 		}
 		t0 := time.Now()
 		for {
-			err := a.qp.PostSend(&wr)
+			err := a.QP.PostSend(&wr)
 			if err == nil {
 				break
 			}
 			if !errors.Is(err, rdma.ErrSendQueueFull) {
 				b.Fatal(err)
 			}
-			a.cq.Poll(cs[:])
+			a.CQ.Poll(cs[:])
 		}
 		for atomic.LoadUint64(pong) != uint64(i) { // pairs with the responder's atomic 8-byte store
-			k := a.cq.Poll(cs[:])
+			k := a.CQ.Poll(cs[:])
 			for _, c := range cs[:k] {
 				if c.Status != rdma.StatusSuccess {
 					b.Fatalf("ping completed %s", c.Status)
@@ -119,7 +116,7 @@ func echoTo(s *side, dst rdma.RemoteAddr, ping *uint64, stop *atomic.Bool) error
 	last := uint64(0)
 	for !stop.Load() {
 		v := atomic.LoadUint64(ping)
-		k := s.cq.Poll(cs[:])
+		k := s.CQ.Poll(cs[:])
 		for _, c := range cs[:k] {
 			if c.Status != rdma.StatusSuccess {
 				return errors.New("pong completed " + c.Status.String())
@@ -137,14 +134,14 @@ func echoTo(s *side, dst rdma.RemoteAddr, ping *uint64, stop *atomic.Bool) error
 			wr.Flags |= rdma.FlagSignaled
 		}
 		for {
-			err := s.qp.PostSend(&wr)
+			err := s.QP.PostSend(&wr)
 			if err == nil {
 				break
 			}
 			if !errors.Is(err, rdma.ErrSendQueueFull) {
 				return err
 			}
-			s.cq.Poll(cs[:])
+			s.CQ.Poll(cs[:])
 		}
 	}
 	return nil
@@ -232,27 +229,27 @@ func tcpStream(b *testing.B, l link, n int) float64 {
 	for i := 0; i < n; i++ {
 		slot := (i % 64) * benchMsg
 		wr.ID = uint64(i)
-		wr.Local = rdma.LocalSGE(a.mr, slot, benchMsg)
-		wr.Remote = remote(bb.mr, slot)
+		wr.Local = rdma.LocalSGE(a.MR, slot, benchMsg)
+		wr.Remote = remote(bb.MR, slot)
 		wr.Flags = 0
 		if i%64 == 63 || i == n-1 {
 			wr.Flags = rdma.FlagSignaled
 		}
 		for {
-			err := a.qp.PostSend(&wr)
+			err := a.QP.PostSend(&wr)
 			if err == nil {
 				break
 			}
 			if !errors.Is(err, rdma.ErrSendQueueFull) {
 				b.Fatal(err)
 			}
-			k := a.cq.Poll(cs[:])
+			k := a.CQ.Poll(cs[:])
 			check(k)
 			idle.Idle(k)
 		}
 	}
 	for done := false; !done; {
-		k := a.cq.Poll(cs[:])
+		k := a.CQ.Poll(cs[:])
 		check(k)
 		for _, c := range cs[:k] {
 			done = done || c.ID == uint64(n-1)

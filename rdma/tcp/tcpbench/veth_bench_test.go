@@ -114,7 +114,7 @@ func tcpFarMain(args []string) int {
 		}
 		return 0
 	}
-	s := &side{dev: d, cq: cq, qp: qp, mr: mr}
+	s := &side{Dev: d, CQ: cq, QP: qp, MR: mr}
 	if err := echoTo(s, rdma.RemoteAddr{Addr: rr.Addr, RKey: rr.RKey}, word64(mr.Bytes()), &stop); err != nil {
 		return fail(err)
 	}
@@ -252,11 +252,11 @@ func tcpToFar(b *testing.B, n *netns.Net, sink bool) (*side, rdma.RemoteRegion) 
 		require.NoError(b, x.dst.UnmarshalBinary(h))
 	}
 	a := newSide(b, openDevice(b, tcp.Config{Listen: net.JoinHostPort(n.Gateway, "0")}), streamDepth, rdma.AccessLocalWrite|rdma.AccessRemote)
-	_, err := fmt.Fprintf(f.in, "EP %s\nMR %s\n", hexOf(a.qp.LocalEndpoint()), hexOf(a.mr.Remote()))
+	_, err := fmt.Fprintf(f.in, "EP %s\nMR %s\n", hexOf(a.QP.LocalEndpoint()), hexOf(a.MR.Remote()))
 	require.NoError(b, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.NoError(b, a.qp.Connect(ctx, ep))
+	require.NoError(b, a.QP.Connect(ctx, ep))
 	f.line(b, "OK")
 	return a, rr
 }
@@ -283,7 +283,7 @@ func BenchmarkLatencyVeth_TCPvsNATS(b *testing.B) {
 }
 
 func pingFar(b *testing.B, a *side, rr rdma.RemoteRegion, n int) *hdrhistogram.Histogram {
-	pong := word64(a.mr.Bytes())
+	pong := word64(a.MR.Bytes())
 	h := newHist()
 	var buf [8]byte
 	wr := rdma.WorkRequest{Op: rdma.OpWrite, Remote: rdma.RemoteAddr{Addr: rr.Addr, RKey: rr.RKey}}
@@ -300,7 +300,7 @@ func pingFar(b *testing.B, a *side, rr rdma.RemoteRegion, n int) *hdrhistogram.H
 		t0 := time.Now()
 		postRetry(b, a, &wr, cs[:])
 		for atomic.LoadUint64(pong) != uint64(i) { // pairs with the far end's atomic 8-byte store
-			k := a.cq.Poll(cs[:])
+			k := a.CQ.Poll(cs[:])
 			checkOK(b, cs[:k])
 			idle.Idle(k)
 		}
@@ -312,14 +312,14 @@ func pingFar(b *testing.B, a *side, rr rdma.RemoteRegion, n int) *hdrhistogram.H
 
 func postRetry(b *testing.B, a *side, wr *rdma.WorkRequest, cs []rdma.Completion) {
 	for {
-		err := a.qp.PostSend(wr)
+		err := a.QP.PostSend(wr)
 		if err == nil {
 			return
 		}
 		if !errors.Is(err, rdma.ErrSendQueueFull) {
 			b.Fatal(err)
 		}
-		checkOK(b, cs[:a.cq.Poll(cs)])
+		checkOK(b, cs[:a.CQ.Poll(cs)])
 	}
 }
 
@@ -366,7 +366,7 @@ func BenchmarkThroughputVeth_TCPvsNATS(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		slot := streamBase + (i%64)*benchMsg
 		wr.ID = uint64(i)
-		wr.Local = rdma.LocalSGE(a.mr, slot, benchMsg)
+		wr.Local = rdma.LocalSGE(a.MR, slot, benchMsg)
 		wr.Remote = rdma.RemoteAddr{Addr: rr.Addr + uint64(slot), RKey: rr.RKey}
 		wr.Flags = 0
 		if i%64 == 63 || i == b.N-1 {
@@ -375,7 +375,7 @@ func BenchmarkThroughputVeth_TCPvsNATS(b *testing.B) {
 		postRetry(b, a, &wr, cs[:])
 	}
 	for done := false; !done; {
-		k := a.cq.Poll(cs[:])
+		k := a.CQ.Poll(cs[:])
 		checkOK(b, cs[:k])
 		for _, c := range cs[:k] {
 			done = done || c.ID == uint64(b.N-1)
