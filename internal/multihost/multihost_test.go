@@ -373,22 +373,9 @@ func TestMultiHost_OnePublisher_BothHostsGetEveryTick(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	n, err := netns.New(ctx, netns.Config{Hosts: 3})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, n.Close()) })
-	servers, err := n.StartNATS(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for _, s := range servers {
-			s.Stop()
-		}
-	})
+	n, servers := cluster(t, ctx)
 
-	role := func(host int, name, r string, extra ...string) *proc {
-		args := append([]string{"-nats", servers[host].URL, "-host", n.Hosts[host].Addr, "-name", name,
-			"-n", strconv.Itoa(ticks)}, extra...)
-		return start(t, n, host, name, r, args...)
-	}
+	role := roles(t, n, servers, ticks)
 	subB := role(1, "host-b", roleSub)
 	subC := role(2, "host-c", roleSub)
 	subB.expect(t, "READY", 30*time.Second)
@@ -425,21 +412,8 @@ func TestMultiHost_SubscriberHostDies_PublisherGoesOn(t *testing.T) {
 	const ticks, rate = 3000, 1000
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	n, err := netns.New(ctx, netns.Config{Hosts: 3})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, n.Close()) })
-	servers, err := n.StartNATS(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for _, s := range servers {
-			s.Stop()
-		}
-	})
-	role := func(host int, name, r string, extra ...string) *proc {
-		args := append([]string{"-nats", servers[host].URL, "-host", n.Hosts[host].Addr, "-name", name,
-			"-n", strconv.Itoa(ticks)}, extra...)
-		return start(t, n, host, name, r, args...)
-	}
+	n, servers := cluster(t, ctx)
+	role := roles(t, n, servers, ticks)
 	subB := role(1, "host-b", roleSub)
 	subC := role(2, "host-c", roleSub)
 	subB.expect(t, "READY", 30*time.Second)
@@ -471,21 +445,8 @@ func TestMultiHost_NATSServerDies_DataPlaneGoesOn(t *testing.T) {
 	const ticks, rate = 3000, 1000
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	n, err := netns.New(ctx, netns.Config{Hosts: 3})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, n.Close()) })
-	servers, err := n.StartNATS(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for _, s := range servers {
-			s.Stop()
-		}
-	})
-	role := func(host int, name, r string, extra ...string) *proc {
-		args := append([]string{"-nats", servers[host].URL, "-host", n.Hosts[host].Addr, "-name", name,
-			"-n", strconv.Itoa(ticks)}, extra...)
-		return start(t, n, host, name, r, args...)
-	}
+	n, servers := cluster(t, ctx)
+	role := roles(t, n, servers, ticks)
 	subB := role(1, "host-b", roleSub)
 	subC := role(2, "host-c", roleSub)
 	subB.expect(t, "READY", 30*time.Second)
@@ -502,5 +463,15 @@ func TestMultiHost_NATSServerDies_DataPlaneGoesOn(t *testing.T) {
 		assert.Equal(t, strconv.Itoa(ticks), got["n"], "%s received every tick", s.name)
 		assert.Equal(t, "true", got["inorder"], s.name)
 		assert.Equal(t, "0", got["lost"], "%s lost nothing", s.name)
+	}
+}
+
+// roles returns a starter of role processes on the cluster's hosts: each
+// talks to its own host's nats-server and handles ticks ticks.
+func roles(t *testing.T, n *netns.Net, servers []*netns.NATSServer, ticks int) func(host int, name, r string, extra ...string) *proc {
+	return func(host int, name, r string, extra ...string) *proc {
+		args := append([]string{"-nats", servers[host].URL, "-host", n.Hosts[host].Addr, "-name", name,
+			"-n", strconv.Itoa(ticks)}, extra...)
+		return start(t, n, host, name, r, args...)
 	}
 }
