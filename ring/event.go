@@ -32,6 +32,12 @@ const (
 	// EventSkip: a publisher declared the sequences missing from its feed
 	// (PublishAt past the counter).
 	EventSkip
+	// EventEpoch: the topic's home failed over. The sequences belong to the
+	// ended epoch's reservation and were never written here: most were
+	// never handed out, the rest were claimed by a writer that died or was
+	// fenced with the old home. The new epoch starts at To+1. One event
+	// covers the whole range, however large.
+	EventEpoch
 )
 
 func (k EventKind) String() string {
@@ -44,6 +50,8 @@ func (k EventKind) String() string {
 		return "corrupt"
 	case EventSkip:
 		return "skip"
+	case EventEpoch:
+		return "epoch"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
