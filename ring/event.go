@@ -38,6 +38,12 @@ const (
 	// fenced with the old home. The new epoch starts at To+1. One event
 	// covers the whole range, however large.
 	EventEpoch
+	// EventJoin: the sequences were published while a publisher was
+	// joining this ring (before it had added the ring to its targets), so
+	// they were never written here. ring.Reader never emits it: the
+	// subscriber package re-labels the gap or overrun events that a joining
+	// publisher explains, and hands them to the handler like any other.
+	EventJoin
 )
 
 func (k EventKind) String() string {
@@ -52,6 +58,8 @@ func (k EventKind) String() string {
 		return "skip"
 	case EventEpoch:
 		return "epoch"
+	case EventJoin:
+		return "join"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
