@@ -47,9 +47,17 @@ func natsServerMain(args []string) int {
 	if *routes != "" {
 		peers = strings.Split(*routes, ",")
 	}
+	// JetStream: tickbus elects each topic's home in its key-value buckets.
+	dir, err := os.MkdirTemp("", "tickbus-netns-js-")
+	if err != nil {
+		fmt.Printf("ERR JetStream store: %v\n", err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
 	opts := &server.Options{
 		ServerName: *name, Host: *host, Port: NATSClientPort, NoSigs: true, NoLog: true,
-		Cluster: server.ClusterOpts{Name: "tickbus", Host: *host, Port: NATSClusterPort},
+		Cluster:   server.ClusterOpts{Name: "tickbus", Host: *host, Port: NATSClusterPort},
+		JetStream: true, StoreDir: dir,
 	}
 	for _, p := range peers {
 		u, err := url.Parse(fmt.Sprintf("nats-route://%s:%d", p, NATSClusterPort))
