@@ -144,6 +144,14 @@ func TestFaults_NATSDownAndBack_DataFlowsAndDiscoveryResumes(t *testing.T) {
 	assert.Greater(t, num(sum2, "received"), uint64(0))
 	assert.Zero(t, num(sum2, "lost"))
 	assert.Equal(t, num(sum1, "last"), num(sum2, "last"), "s2 was served to the end")
+	if t.Failed() {
+		t.Logf("s2 out:\n%s\ns2 err:\n%s", s2.out(), lastLines(s2.errOut(), 60))
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // SIGINT and SIGTERM: the subscriber drains, says goodbye (the publisher
