@@ -282,11 +282,12 @@ func (r *Reader) poll(h Handler, limit int) int {
 		if stamp > seq && stamp != StampBusy && (stamp-seq)&r.mask == 0 && r.trusted(off, stamp) {
 			work, n = work+n, r.flush(h, n)
 			if es := r.epochStart.Load(); es > seq && stamp >= es { // pairs with the CAS in SetEpoch
-				// A tick of a newer epoch overwrote seq's slot: seq itself
-				// is overrun; the rest of the old range is read (or found
-				// never written) slot by slot.
-				r.emit(h, Event{Kind: EventOverrun, From: seq, To: seq})
-				r.next = seq + 1
+				// A tick of a newer epoch sits in next's slot: the rest of
+				// the ended epoch's range is passed as one EventEpoch (what
+				// of it was written here has been overwritten, or comes
+				// too late to be delivered in order).
+				r.emit(h, Event{Kind: EventEpoch, From: seq, To: es - 1})
+				r.next = es
 				work++
 				continue
 			}

@@ -398,7 +398,20 @@ func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
 		}
 	}()
 	err = func() error {
-		rep, err := s.node.Connect(ctx, hi.Node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
+		var rep bus.ConnectReply
+		var err error
+		for attempt := 0; attempt < 10; attempt++ { // the record can come before the home answers
+			if attempt > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			if rep, err = s.node.Connect(ctx, hi.Node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()}); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			return err
 		}
