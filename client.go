@@ -28,6 +28,7 @@ type Client struct {
 	pubs   map[*Publisher]struct{}
 	subs   map[*Subscription]struct{}
 	done   chan struct{}
+	ending chan struct{} // closed when Close begins: Run returns
 
 	closeOnce sync.Once
 	closeErr  error
@@ -60,7 +61,8 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	}
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID(), TCPListen: o.tcpListen, TCPAdvertise: o.tcpAdvertise, Logger: o.log})
 	return &Client{node: node, devs: devs, opts: o, log: o.log,
-		pubs: map[*Publisher]struct{}{}, subs: map[*Subscription]struct{}{}, done: make(chan struct{})}, nil
+		pubs: map[*Publisher]struct{}{}, subs: map[*Subscription]struct{}{},
+		done: make(chan struct{}), ending: make(chan struct{})}, nil
 }
 
 // URL is the NATS URL this client uses: the embedded server's, for other
@@ -127,6 +129,7 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
+		close(c.ending)
 		subs, pubs := c.subs, c.pubs
 		c.subs, c.pubs = map[*Subscription]struct{}{}, map[*Publisher]struct{}{}
 		c.mu.Unlock()

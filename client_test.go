@@ -294,3 +294,32 @@ func TestErrors_AreDistinctAndPrefixed(t *testing.T) {
 		}
 	}
 }
+
+func TestClient_Run_PollsOnTheCallerUntilCtxEndsOrTheClientCloses(t *testing.T) {
+	c := connect(t)
+	var h seqs
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx, "run", &h, tickbus.WithPollIdle(rdma.Yield{})) }()
+	p, err := c.Publisher("run")
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer wcancel()
+	require.NoError(t, p.WaitSubscribers(wctx, 1))
+	for range 10 {
+		_, err := p.Publish(1, []byte("x"))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return h.len() == 10 }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.NoError(t, <-errc)
+
+	go func() { errc <- c.Run(context.Background(), "run2", &h) }()
+	time.Sleep(100 * time.Millisecond) // let Run subscribe (Close before it does is fine too: ErrClosed)
+	require.NoError(t, c.Close())
+	err = <-errc
+	if err != nil {
+		assert.ErrorIs(t, err, tickbus.ErrClosed)
+	}
+}

@@ -22,6 +22,8 @@ type Subscription struct {
 	done chan struct{}
 	err  error // why polling stopped; set before done is closed
 
+	lockThread bool
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -37,48 +39,14 @@ func (a *adapter) OnEvent(ev ring.Event)  { a.h.OnEvent(ev) }
 // zero-copy views, and an event for every sequence it does not get (a gap,
 // an overrun, a skip, a corrupt slot). Close ends it.
 func (c *Client) Subscribe(topic string, h Handler, opts ...SubOption) (*Subscription, error) {
-	if h == nil {
-		return nil, optErr("Subscribe", "nil", "a Handler (tickbus.OnTick, tickbus.HandlerFuncs, or your own)")
-	}
-	var o subOptions
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, optErr("Subscribe", "nil", "a SubOption")
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
-	}
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
-	mode := ring.Lossy
-	if o.reliable {
-		mode = ring.Reliable
-	}
-	var onStats func(*stats.Message)
-	if o.onStats != nil {
-		f := o.onStats
-		onStats = func(m *stats.Message) { f(m) }
-	}
-	sub := &Subscription{c: c, h: adapter{h: h}, done: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.connectTimeout)
-	defer cancel()
-	s, err := subscriber.New(ctx, c.node, c.devs, subscriber.Config{Topic: topic, ID: o.id, Slots: o.slots, SlotSize: o.slotSize,
-		Mode: mode, GapTimeout: o.gapTimeout, MaxBatch: o.maxBatch, Provider: c.provider(), Idle: o.idle,
-		StatsInterval: o.statsInterval, OnStats: onStats, Logger: c.log}, &sub.h)
+	sub, s, err := c.subscribe(topic, h, opts)
 	if err != nil {
-		return nil, wrap(err)
-	}
-	sub.s = s
-	if err := c.add(nil, sub); err != nil {
-		_ = s.Close()
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	sub.stop = stop
 	go func() {
-		if o.lockThread {
+		if sub.lockThread {
 			runtime.LockOSThread()
 		}
 		err := s.Run(runCtx)
@@ -89,6 +57,48 @@ func (c *Client) Subscribe(topic string, h Handler, opts ...SubOption) (*Subscri
 		close(sub.done)
 	}()
 	return sub, nil
+}
+
+// subscribe makes the subscription; its polling is the caller's.
+func (c *Client) subscribe(topic string, h Handler, opts []SubOption) (*Subscription, *subscriber.Subscriber, error) {
+	if h == nil {
+		return nil, nil, optErr("Subscribe", "nil", "a Handler (tickbus.OnTick, tickbus.HandlerFuncs, or your own)")
+	}
+	var o subOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, nil, optErr("Subscribe", "nil", "a SubOption")
+		}
+		if err := opt(&o); err != nil {
+			return nil, nil, err
+		}
+	}
+	if c.isClosed() {
+		return nil, nil, ErrClosed
+	}
+	mode := ring.Lossy
+	if o.reliable {
+		mode = ring.Reliable
+	}
+	var onStats func(*stats.Message)
+	if o.onStats != nil {
+		onStats = o.onStats
+	}
+	sub := &Subscription{c: c, h: adapter{h: h}, done: make(chan struct{}), stop: func() {}, lockThread: o.lockThread}
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.connectTimeout)
+	defer cancel()
+	s, err := subscriber.New(ctx, c.node, c.devs, subscriber.Config{Topic: topic, ID: o.id, Slots: o.slots, SlotSize: o.slotSize,
+		Mode: mode, GapTimeout: o.gapTimeout, MaxBatch: o.maxBatch, Provider: c.provider(), Idle: o.idle,
+		StatsInterval: o.statsInterval, OnStats: onStats, Logger: c.log}, &sub.h)
+	if err != nil {
+		return nil, nil, wrap(err)
+	}
+	sub.s = s
+	if err := c.add(nil, sub); err != nil {
+		_ = s.Close()
+		return nil, nil, err
+	}
+	return sub, s, nil
 }
 
 // Counters are the subscription's totals: received, and every sequence
@@ -140,4 +150,32 @@ func (s *Subscription) close() error {
 		s.closeErr = wrap(s.s.Close())
 	})
 	return s.closeErr
+}
+
+// Run subscribes to topic and polls on the calling goroutine, the Aeron
+// way (the caller owns the polling thread; pin it with
+// runtime.LockOSThread), until ctx ends or the client is closed. Then it
+// closes the subscription (which delivers what is already in the ring)
+// and returns nil, or the first error.
+func (c *Client) Run(ctx context.Context, topic string, h Handler, opts ...SubOption) error {
+	sub, s, err := c.subscribe(topic, h, opts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.ending:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err = s.Run(ctx)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		err = nil
+	}
+	sub.err = wrap(err)
+	close(sub.done)
+	return errors.Join(sub.err, sub.Close())
 }
