@@ -2,6 +2,7 @@ package tickbus
 
 import (
 	"github.com/tickbus/tickbus/publisher"
+	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
 	"github.com/tickbus/tickbus/stats"
 	"github.com/tickbus/tickbus/subscriber"
@@ -156,3 +157,30 @@ func NewFeed(cfg FeedConfig) (*Feed, error) {
 
 // DefaultFeedConfig is 16 instruments around 100.00.
 func DefaultFeedConfig() FeedConfig { return publisher.DefaultFeedConfig() }
+
+// Pacer schedules sends at a fixed rate from their intended times, never
+// from the last actual send: stamp each message with the intended time
+// Wait returns (PublishStamped, or Tick.PubTime), so that a stalled
+// publisher shows in the subscribers' latency (no coordinated omission).
+type Pacer = publisher.Pacer
+
+// NewPacer starts a schedule of rate sends per second from now (0: as
+// fast as possible).
+func NewPacer(rate float64) (*Pacer, error) {
+	p, err := publisher.NewPacer(rate)
+	return p, wrap(err)
+}
+
+// IdleStrategy is what a poller or a waiting publisher does when there is
+// nothing to do: BusySpin, Yield or Backoff, or your own.
+type IdleStrategy = rdma.IdleStrategy
+
+// BusySpin never gives up the CPU: the lowest latency, a core per poller.
+func BusySpin() IdleStrategy { return rdma.BusySpin{} }
+
+// Yield gives the CPU to the scheduler between polls.
+func Yield() IdleStrategy { return rdma.Yield{} }
+
+// Backoff spins, then yields, then parks up to 1ms: a subscription's
+// default.
+func Backoff() IdleStrategy { return rdma.NewBackoff() }

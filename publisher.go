@@ -88,6 +88,20 @@ func (p *Publisher) PublishTick(t *Tick) (uint64, error) {
 	return seq, pubErr(err)
 }
 
+// PublishTickAt is PublishTick at exactly sequence seq (see PublishAt):
+// redundant feed lines publish each exchange sequence once, the first
+// line wins and the other gets ErrLost.
+func (p *Publisher) PublishTickAt(seq uint64, t *Tick) (uint64, error) {
+	if t.PubTime == 0 {
+		t.PubTime = time.Now().UnixNano()
+	}
+	if _, err := tick.Encode(p.buf[:], t); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalidTick, err)
+	}
+	got, err := p.p.PublishAt(seq, TickType, p.buf[:], t.PubTime)
+	return got, pubErr(err)
+}
+
 // PublishBatch claims len(msgs) consecutive sequences in one round trip
 // and writes the messages in order; each one's Type, Flags, PublishNs and
 // Payload are used (Seq and Publisher are ignored). It returns the first
