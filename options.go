@@ -274,8 +274,8 @@ func WithFetchAndAdd() PubOption {
 // WithMaxBatch bounds PublishBatch (default 64).
 func WithMaxBatch(n int) PubOption {
 	return func(o *pubOptions) error {
-		if n <= 0 || n > 4096 {
-			return optErr("WithMaxBatch", n, "1..4096")
+		if n <= 0 || n > 512 {
+			return optErr("WithMaxBatch", n, "1..512")
 		}
 		o.maxBatch = n
 		return nil
@@ -321,6 +321,7 @@ type subOptions struct {
 	statsInterval time.Duration
 	onStats       func(*Stats)
 	lockThread    bool
+	manual        bool
 }
 
 // WithSubscriberName names the subscription among the topic's subscribers
@@ -399,6 +400,13 @@ func WithPollIdle(idle rdma.IdleStrategy) SubOption {
 // WithLockOSThread keeps the polling goroutine on one OS thread.
 func WithLockOSThread() SubOption {
 	return func(o *subOptions) error { o.lockThread = true; return nil }
+}
+
+// WithManualPoll starts no polling goroutine: the caller polls with
+// Subscription.Poll, on a goroutine (and thread) of its own choosing, and
+// the handler runs inside Poll.
+func WithManualPoll() SubOption {
+	return func(o *subOptions) error { o.manual = true; return nil }
 }
 
 // WithStats calls f with every interval's statistics (latency histogram,

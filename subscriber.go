@@ -23,6 +23,7 @@ type Subscription struct {
 	err  error // why polling stopped; set before done is closed
 
 	lockThread bool
+	manual     bool // WithManualPoll: the caller polls
 
 	closeOnce sync.Once
 	closeErr  error
@@ -42,6 +43,11 @@ func (c *Client) Subscribe(topic string, h Handler, opts ...SubOption) (*Subscri
 	sub, s, err := c.subscribe(topic, h, opts)
 	if err != nil {
 		return nil, err
+	}
+	if sub.manual {
+		var once sync.Once
+		sub.stop = func() { once.Do(func() { close(sub.done) }) }
+		return sub, nil
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	sub.stop = stop
@@ -84,7 +90,7 @@ func (c *Client) subscribe(topic string, h Handler, opts []SubOption) (*Subscrip
 	if o.onStats != nil {
 		onStats = o.onStats
 	}
-	sub := &Subscription{c: c, h: adapter{h: h}, done: make(chan struct{}), stop: func() {}, lockThread: o.lockThread}
+	sub := &Subscription{c: c, h: adapter{h: h}, done: make(chan struct{}), stop: func() {}, lockThread: o.lockThread, manual: o.manual}
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.connectTimeout)
 	defer cancel()
 	s, err := subscriber.New(ctx, c.node, c.devs, subscriber.Config{Topic: topic, ID: o.id, Slots: o.slots, SlotSize: o.slotSize,
@@ -99,6 +105,18 @@ func (c *Client) subscribe(topic string, h Handler, opts []SubOption) (*Subscrip
 		return nil, nil, err
 	}
 	return sub, s, nil
+}
+
+// Poll delivers what is ready in the ring to the handler, on the calling
+// goroutine, and returns how much it delivered (messages plus events): feed
+// it to an IdleStrategy. Only for a subscription made WithManualPoll (0,
+// and nothing delivered, otherwise), from one goroutine at a time, never
+// after Close. It allocates nothing, takes no lock and makes no syscall.
+func (s *Subscription) Poll() int {
+	if !s.manual {
+		return 0
+	}
+	return s.s.Poll()
 }
 
 // Counters are the subscription's totals: received, and every sequence
