@@ -323,3 +323,31 @@ func TestClient_Run_PollsOnTheCallerUntilCtxEndsOrTheClientCloses(t *testing.T) 
 		assert.ErrorIs(t, err, tickbus.ErrClosed)
 	}
 }
+
+func TestSubscribe_WithManualPoll_DeliversOnlyInsidePoll(t *testing.T) {
+	c := connect(t)
+	var h seqs
+	s, err := c.Subscribe("manual", &h, tickbus.WithManualPoll())
+	require.NoError(t, err)
+	p, err := c.Publisher("manual")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, p.WaitSubscribers(ctx, 1))
+	for range 5 {
+		_, err := p.Publish(1, []byte("m"))
+		require.NoError(t, err)
+	}
+	assert.Zero(t, h.len(), "nothing is delivered without Poll")
+	for h.len() < 5 && ctx.Err() == nil {
+		s.Poll()
+	}
+	assert.Equal(t, []uint64{1, 2, 3, 4, 5}, h.got)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { s.Poll() }))
+	require.NoError(t, s.Close())
+
+	auto, err := c.Subscribe("manual", &h, tickbus.WithSubscriberName("auto"))
+	require.NoError(t, err)
+	assert.Zero(t, auto.Poll(), "Poll does nothing on a subscription that polls itself")
+	require.NoError(t, auto.Close())
+}

@@ -108,6 +108,16 @@ func tbConnect(a roleArgs) (*tickbus.Client, error) {
 	return tbClient.c, nil
 }
 
+// tbOpen is a port's share of the process's Client and its idle strategy.
+func tbOpen(a roleArgs) (*tickbus.Client, rdma.IdleStrategy, error) {
+	idle, err := rdma.ParseIdle(a.idle)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := tbConnect(a)
+	return c, idle, err
+}
+
 func tbRelease() error {
 	tbClient.mu.Lock()
 	defer tbClient.mu.Unlock()
@@ -129,13 +139,8 @@ type tbTx struct {
 }
 
 func openTBTx(a roleArgs, topic int) (txPort, error) {
-	c, err := tbConnect(a)
+	c, idle, err := tbOpen(a)
 	if err != nil {
-		return nil, err
-	}
-	idle, err := rdma.ParseIdle(a.idle)
-	if err != nil {
-		_ = tbRelease()
 		return nil, err
 	}
 	opts := []tickbus.PubOption{
@@ -240,13 +245,8 @@ const stopQuiet = int64(500 * time.Millisecond)
 var errStopped = errors.New("bench: stopped by the parent")
 
 func openTBRx(a roleArgs, topic int) (rxPort, error) {
-	c, err := tbConnect(a)
+	c, idle, err := tbOpen(a)
 	if err != nil {
-		return nil, err
-	}
-	idle, err := rdma.ParseIdle(a.idle)
-	if err != nil {
-		_ = tbRelease()
 		return nil, err
 	}
 	r := &tbRx{codec: newCodec(), idle: idle, pend: make([]tbItem, 0, tbReadBatch)}

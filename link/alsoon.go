@@ -1,6 +1,7 @@
 package link
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"sync"
@@ -73,4 +74,22 @@ func (a *AlsoOn) Close() error {
 		errs = append(errs, r.MR.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// Marshalled makes a RegisterFunc of a region's RegisterOn that returns
+// its descriptor (ring.Ring.RegisterOn, ring.Home.RegisterOn): the
+// descriptor is marshalled, and the region closed if that fails.
+func Marshalled[D encoding.BinaryMarshaler](registerOn func(rdma.Device) (D, rdma.MemoryRegion, error)) RegisterFunc {
+	return func(dev rdma.Device) ([]byte, rdma.MemoryRegion, error) {
+		d, mr, err := registerOn(dev)
+		if err != nil {
+			return nil, nil, err
+		}
+		desc, err := d.MarshalBinary()
+		if err != nil {
+			_ = mr.Close()
+			return nil, nil, err
+		}
+		return desc, mr, nil
+	}
 }

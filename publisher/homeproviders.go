@@ -1,9 +1,12 @@
 package publisher
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
 )
 
 // homeDeviceFor returns the device a publisher claiming over provider
@@ -27,20 +30,11 @@ func (p *Publisher) homeDeviceFor(provider string) (rdma.Device, []byte, error) 
 		return nil, nil, fmt.Errorf("%w: the home of %s is on %s, whose atomics are not atomic against %s claims; use one provider for the whole topic",
 			ErrMixedProviders, p.cfg.Topic, p.dev.Provider(), provider)
 	}
-	home := p.home
-	r, created, err := p.homeAlso.Get(p.devs, provider, func(dev rdma.Device) ([]byte, rdma.MemoryRegion, error) {
-		d, mr, err := home.RegisterOn(dev)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrMixedProviders, err)
-		}
-		desc, err := d.MarshalBinary()
-		if err != nil {
-			_ = mr.Close()
-			return nil, nil, err
-		}
-		return desc, mr, nil
-	})
+	r, created, err := p.homeAlso.Get(p.devs, provider, link.Marshalled(p.home.RegisterOn))
 	if err != nil {
+		if errors.Is(err, ring.ErrDeviceAtomics) {
+			err = fmt.Errorf("%w: %w", ErrMixedProviders, err)
+		}
 		return nil, nil, fmt.Errorf("publisher: a claim over %s: %w", provider, err)
 	}
 	if created {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
 )
 
@@ -22,18 +23,7 @@ func (s *Subscriber) deviceFor(provider string) (rdma.Device, []byte, error) {
 	if s.closed {
 		return nil, nil, ErrClosed
 	}
-	r, created, err := s.also.Get(s.devs, provider, func(dev rdma.Device) ([]byte, rdma.MemoryRegion, error) {
-		d, mr, err := s.ring.RegisterOn(dev)
-		if err != nil {
-			return nil, nil, err
-		}
-		desc, err := d.MarshalBinary()
-		if err != nil {
-			_ = mr.Close()
-			return nil, nil, err
-		}
-		return desc, mr, nil
-	})
+	r, created, err := s.also.Get(s.devs, provider, link.Marshalled(s.ring.RegisterOn))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: publisher came over %s: %w", ErrRefused, provider, err)
 	}
