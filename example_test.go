@@ -211,3 +211,41 @@ func ExampleEvent() {
 	// got 20
 	// got 21
 }
+
+// Run polls on the calling goroutine, the Aeron way: the caller owns the
+// polling thread (pin it with runtime.LockOSThread). It returns when ctx
+// ends, after the ring is drained.
+func ExampleClient_Run() {
+	c, err := tickbus.Connect(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { // a publisher elsewhere
+		pub, err := c.Publisher("run")
+		if err != nil {
+			fmt.Println(err)
+			cancel()
+			return
+		}
+		_ = pub.WaitSubscribers(ctx, 1)
+		for i := range 3 {
+			_, _ = pub.PublishTick(&tickbus.Tick{Instrument: uint64(i + 1), Kind: tickbus.Ask, Price: 5, Size: 1})
+		}
+	}()
+	n := 0
+	err = c.Run(ctx, "run", tickbus.OnTick(func(t *tickbus.Tick) {
+		fmt.Println("instrument", t.Instrument, t.Kind)
+		if n++; n == 3 {
+			cancel()
+		}
+	}))
+	fmt.Println("run:", err)
+	// Output:
+	// instrument 1 ask
+	// instrument 2 ask
+	// instrument 3 ask
+	// run: <nil>
+}
