@@ -175,3 +175,28 @@ func TestReader_NewEpochTicksAlreadyInNextSlot_OneEpochEventAtOnce(t *testing.T)
 	pollUntil(t, rd, &c, func() bool { return len(c.ticks) == 30 })
 	assert.Equal(t, []Event{{Kind: EventEpoch, From: 11, To: start - 1}}, c.events)
 }
+
+func TestReader_InterleavedHolesOfALateJoin_OneGapTimeoutNotOnePerHole(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	other := tp.addWriter(WriterConfig{PublisherID: 77}) // claims, but never writes into this ring
+	const timeout = 200 * time.Millisecond
+	r := tp.addRing(RingConfig{Slots: 1024, GapTimeout: timeout}, tp.w)
+	// the two publishers interleave; only tp.w writes here: 50 holes
+	for i := 0; i < 50; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(2*i+1), 8), 0)
+		require.NoError(t, err)
+		other.cached = tp.w.cached
+		_, err = other.claim(1)
+		require.NoError(t, err)
+		tp.w.cached = other.cached
+	}
+	_, err := tp.w.Publish(0, payloadFor(101, 8), 0)
+	require.NoError(t, err)
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 51 })
+	require.Len(t, c.events, 50)
+	for i, ev := range c.events {
+		assert.Equal(t, Event{Kind: EventGap, From: uint64(2*i + 2), To: uint64(2*i + 2)}, ev)
+	}
+	assert.Equal(t, uint64(1), r.Reader().gapFires, "one gap timeout for all the holes, not one per hole")
+}
