@@ -33,6 +33,10 @@ func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err err
 	if n.leases != nil {
 		return n.leases, n.seqs, nil
 	}
+	// Bounded on its own: a JetStream still electing its leader must not
+	// hold kvMu (and every Publish behind it) for the caller's whole ctx.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	js, err := jetstream.New(n.nc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrConnect, err)
