@@ -354,17 +354,21 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 		}
 		if f := s.owner.spec.HomeCounter; f != nil {
 			c := f()
-			if c+n.cfg.ReserveChunk/2 >= s.rec.Reserved {
-				rec := s.rec
+			n.mu.Lock()
+			rec, rrev := s.rec, s.rev
+			n.mu.Unlock()
+			if c+n.cfg.ReserveChunk/2 >= rec.Reserved {
 				rec.Reserved = max(c, rec.Reserved) + n.cfg.ReserveChunk
 				b, err := encodeRecord(rec)
 				if err == nil {
 					ctx, cancel := context.WithTimeout(n.ctx, fenceAfter)
 					var rev uint64
-					rev, err = seqs.Update(ctx, topic, b, s.rev)
+					rev, err = seqs.Update(ctx, topic, b, rrev)
 					cancel()
 					if err == nil {
+						n.mu.Lock() // resolveHome and FindHome read rec under n.mu
 						s.rec, s.rev = rec, rev
+						n.mu.Unlock()
 						continue
 					}
 				}

@@ -117,6 +117,11 @@ func (p *Publisher) failover(err error) bool {
 			}
 			continue
 		}
+		if hi.Epoch == old && err == ring.ErrFenced && p.w.Limit() != 0 && hi.Reserved > p.w.Limit() {
+			// the same home extended its reservation before we heard: go on
+			p.w.SetLimit(hi.Reserved)
+			return true
+		}
 		timeout := p.cfg.ConnectTimeout
 		if hi.Epoch == old {
 			// the same home: its lease is still alive, but it may be
