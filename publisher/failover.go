@@ -65,6 +65,9 @@ func (p *Publisher) onHome(hi bus.HomeInfo) {
 
 // onHomeLost: the home went (bus event goroutine).
 func (p *Publisher) onHomeLost(h bus.HomeInfo, err error) {
+	if h.Local {
+		p.fenceHome(h.Descriptor) // before the lease can expire elsewhere
+	}
 	p.mu.Lock()
 	if p.w != nil && h.Epoch == p.epoch {
 		p.w.SetLimit(0)
