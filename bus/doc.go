@@ -66,7 +66,7 @@
 //     the predecessor and fixes the epoch's first sequence at the last
 //     reservation written; PublishSpec.NewHome makes the counter there.
 //
-// The home renews its lease every LeaseTTL/3 (Update on the last
+// The home renews its lease every LeaseTTL/4 (Update on the last
 // revision); a renewal that finds the lease taken, or none for 3/4 of the
 // TTL, loses the home before the lease can expire elsewhere. It extends its
 // reservation (ReserveChunk sequences) before its counter reaches it. A
