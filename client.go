@@ -11,6 +11,7 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/link"
+	"github.com/tickbus/tickbus/rdma"
 )
 
 // Client is one process's presence on a tickbus: a NATS connection (an
@@ -91,7 +92,7 @@ func (c *Client) provider() string {
 	if c.opts.provider != "" {
 		return c.opts.provider
 	}
-	return "shm"
+	return rdma.ProviderShm
 }
 
 func (c *Client) add(p *Publisher, s *Subscription) error {

@@ -18,7 +18,10 @@
 // subscription's own polling goroutine; OnEvent gets every range of
 // sequences not delivered (EventGap, EventOverrun, EventSkip,
 // EventCorrupt): every sequence is delivered once or named by one event.
-// OnTick and HandlerFuncs build a Handler from functions.
+// OnTick and HandlerFuncs build a Handler from functions. Client.Run polls
+// on the caller's goroutine instead (the Aeron way: the caller owns, and
+// may pin, the polling thread); WithManualPoll and Subscription.Poll fit
+// the ring into a loop of your own.
 //
 // Errors are this package's sentinels (ErrInvalidOption, ErrConnect,
 // ErrClosed, ErrTooLarge, ErrLost, ...), tested with errors.Is, whichever
