@@ -7,7 +7,7 @@
 //
 //	c, err := tickbus.Connect(ctx, tickbus.WithNATS("nats://127.0.0.1:4222"))
 //	pub, err := c.Publisher("demo")
-//	seq, err := pub.PublishTick(&tickbus.Tick{Instrument: 1, Kind: tickbus.Bid, Price: 100_0000, Size: 5})
+//	seq, err := pub.PublishTick(&tickbus.Tick{Instrument: 1, Kind: tickbus.Bid, Price: tickbus.PriceFromFloat(100.25), Size: 5})
 //	sub, err := c.Subscribe("demo", tickbus.OnTick(func(t *tickbus.Tick) { ... }))
 //
 // Without WithNATS, Connect runs an embedded NATS server on a random
