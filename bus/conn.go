@@ -97,6 +97,7 @@ func (n *Node) dial() (*nats.Conn, error) {
 	url := strings.Join(c.URLs, ",")
 	if n.srv != nil {
 		url = n.srv.ClientURL()
+		opts = append(opts, nats.Token(n.token))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
