@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/url"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +57,15 @@ func (c NATSConfig) AuthOptions() ([]nats.Option, error) {
 	if c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
 	}
+	if c.User == "" && c.Token == "" && c.NKeySeedFile == "" && c.CredsFile == "" && loopbackOnly(c.URLs) {
+		// a tickbus embedded server on this host: its token is in the
+		// runtime dir (a server without authentication ignores it)
+		if dir, err := RuntimeDir(); err == nil {
+			if tok, err := readSecret(filepath.Join(dir, EmbeddedSecretFile)); err == nil {
+				opts = append(opts, nats.Token(string(tok)))
+			}
+		}
+	}
 	if c.CAFile != "" {
 		opts = append(opts, nats.RootCAs(c.CAFile))
 	}
@@ -61,6 +73,31 @@ func (c NATSConfig) AuthOptions() ([]nats.Option, error) {
 		opts = append(opts, nats.ClientCert(c.CertFile, c.KeyFile))
 	}
 	return opts, nil
+}
+
+// loopbackOnly reports whether every URL names a loopback host and none
+// carries credentials of its own.
+func loopbackOnly(urls []string) bool {
+	if len(urls) == 0 {
+		return false
+	}
+	for _, s := range urls {
+		for _, one := range strings.Split(s, ",") {
+			one = strings.TrimSpace(one)
+			if !strings.Contains(one, "://") {
+				one = "nats://" + one
+			}
+			u, err := url.Parse(one)
+			if err != nil || u.User != nil {
+				return false
+			}
+			h := u.Hostname()
+			if ip := net.ParseIP(h); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // dialWait dials until it connects, ctx ends, or WaitForServer is off.
