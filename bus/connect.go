@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -60,7 +61,12 @@ func (n *Node) onConnect(req micro.Request) {
 	}
 	if err != nil {
 		n.badInput("conn", err)
-		n.respond(req, &wireMsg{Kind: kindError, Code: codeMalformed, Err: err.Error()})
+		code := codeMalformed
+		if r := (*refusal)(nil); errors.As(err, &r) {
+			code = codeRefused
+			n.counters.connectsRefused.Add(1)
+		}
+		n.respond(req, &wireMsg{Kind: kindError, Code: code, Err: err.Error()})
 		return
 	}
 	if err := n.authorize(w); err != nil {
