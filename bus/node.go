@@ -292,13 +292,13 @@ func (n *Node) heartbeatLoop() {
 func (n *Node) badInput(kind string, err error) {
 	n.counters.ignore(kind)
 	class := errClass(err)
-	key := kind + "/" + class
+	key, peer := kind+"/"+class, ""
 	if r := (*refusal)(nil); errors.As(err, &r) {
 		n.counters.reject(kind)
-		key += "/" + r.peer
+		key, peer = key+"/"+r.peer, r.peer
 	}
 	if ok, held := n.limiter.allow(key, time.Now()); ok {
-		n.log.Warn().Str("kind", kind).Str("class", class).Int("suppressed", held).
+		n.log.Warn().Str("kind", kind).Str("class", class).Str("peer", peer).Int("suppressed", held).
 			Err(err).Msg("bus: ignored bad message")
 	}
 }
