@@ -77,7 +77,7 @@ func (c *NATSConfig) Connect(ctx context.Context, opts ...nats.Option) (*nats.Co
 		name = "tickbus-dash"
 	}
 	o := []nats.Option{nats.Name(name), nats.Timeout(timeout), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
-	auth, err := bus.NATSConfig{User: c.User, Password: c.Password, Token: c.Token, CredsFile: c.Creds,
+	auth, err := bus.NATSConfig{URLs: []string{url}, User: c.User, Password: c.Password, Token: c.Token, CredsFile: c.Creds,
 		CAFile: c.TLSCA, CertFile: c.TLSCert, KeyFile: c.TLSKey}.AuthOptions()
 	if err != nil {
 		return nil, err
