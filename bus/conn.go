@@ -21,6 +21,9 @@ func (n *Node) natsOptions() []nats.Option {
 	c := n.cfg.NATS
 	opts := []nats.Option{
 		nats.Name("tickbus " + n.self.ID),
+		// replies to this node come to _INBOX.<node id>.…, so a server's
+		// subject permissions can keep them from every other identity
+		nats.CustomInboxPrefix("_INBOX." + n.self.ID),
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(func(attempts int) time.Duration {
 			d := c.ReconnectWait
