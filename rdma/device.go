@@ -168,6 +168,17 @@ type QueuePair interface {
 	PostSend(wr *WorkRequest) error
 	// PostRecv queues a receive for an incoming SEND or WRITE_WITH_IMM.
 	PostRecv(rr *RecvRequest) error
+	// Grant lets this queue pair's peer reach mr, a region of the same
+	// device, with access (remote rights only, a subset of mr's), and
+	// returns the RemoteRegion the peer names it by. A queue pair never
+	// granted anything reaches every remote-accessible region of its
+	// device, as every QP of one verbs protection domain does; its first
+	// Grant confines it to what it was granted (on verbs: a type 2 memory
+	// window bound to the QP, whose rkey works on no other QP). Grant before
+	// Connect, or after: a region granted later becomes reachable when Grant
+	// returns. An op on an ungranted region, or beyond the granted access,
+	// completes with StatusRemoteAccess, the memory untouched.
+	Grant(mr MemoryRegion, access Access) (RemoteRegion, error)
 	// Close moves the QP to CLOSED, flushes what is outstanding and releases
 	// the connection. Idempotent; safe while another goroutine polls.
 	Close() error

@@ -26,6 +26,8 @@ type Device struct {
 
 	keys atomic.Pointer[keyTable]
 
+	accessErrors atomic.Uint64 // remote access errors that closed a connection
+
 	mu      sync.Mutex // control path: tables below, keys updates
 	closed  bool
 	regions map[*region]struct{}

@@ -90,6 +90,11 @@ type QP struct {
 	workers    sync.WaitGroup
 	closeOnce  sync.Once
 
+	// grants: nil until the first Grant (unconfined), then what the peer
+	// may reach (grant.go); grantMu serialises Grant calls.
+	grants  atomic.Pointer[grantTable]
+	grantMu sync.Mutex
+
 	// watchdog goroutine only
 	wdConsumed uint64
 	wdSince    time.Time
