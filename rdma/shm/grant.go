@@ -110,3 +110,25 @@ func (d *Device) pushGrantLocked(r *Region, access rdma.Access, to func(*QP) boo
 	d.pushToLocked(f, fd, to)
 	return nil
 }
+
+// hangUp follows a remote access error of this QP (it is in ERR already):
+// it closes the QP's control connections, so the peer's QP goes to ERR as
+// a verbs responder's would, and nobody can keep guessing rkeys through
+// this pair. Logged once per QP; counted by the device.
+func (q *QP) hangUp(at rdma.RemoteAddr) {
+	q.dev.accessErrors.Add(1)
+	q.ctlMu.Lock()
+	if q.dial != nil {
+		q.dial.close()
+	}
+	if q.accepted != nil {
+		q.accepted.close()
+	}
+	q.ctlMu.Unlock()
+	q.dev.log.Warn().Uint32("qpn", q.num).Uint32("rkey", at.RKey).Uint64("addr", at.Addr).
+		Msg("shm: remote access error; QP in ERR and its connection to the peer closed")
+}
+
+// RemoteAccessErrors counts this device's QPs that named memory their
+// peer did not give them (and were cut off).
+func (d *Device) RemoteAccessErrors() uint64 { return d.accessErrors.Load() }

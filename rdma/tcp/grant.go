@@ -1,7 +1,10 @@
 package tcp
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/tickbus/tickbus/rdma"
 )
@@ -70,3 +73,15 @@ func (s *responder) refuse(r *request, st rdma.Status) error {
 // RemoteAccessErrors counts the connections this device closed because
 // their peer named memory it may not reach.
 func (d *Device) RemoteAccessErrors() uint64 { return d.accessErrors.Load() }
+
+// endRefused closes a connection whose peer named memory it may not reach,
+// once the peer has read our NAK: a peer that follows the protocol moves its
+// own QP to ERR on it and hangs up; one that does not is cut off after
+// ConnectTimeout. Nothing it sends meanwhile is applied or answered. Then
+// the QP moves to ERR.
+func (q *QP) endRefused(c *rawConn, br *bufio.Reader, cause error) {
+	t := time.AfterFunc(q.dev.cfg.ConnectTimeout, c.shutdown)
+	_, _ = io.Copy(io.Discard, br)
+	t.Stop()
+	q.fail(rdma.StatusFlushed, fmt.Errorf("%w, from %s: connection closed", cause, c.remoteAddr()))
+}

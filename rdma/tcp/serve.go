@@ -70,7 +70,7 @@ func (q *QP) serve(c *rawConn) {
 	switch {
 	case errors.Is(err, ErrRemoteAccess):
 		q.dev.accessErrors.Add(1)
-		q.fail(rdma.StatusFlushed, fmt.Errorf("%w from %s; connection closed", err, c.remoteAddr()))
+		q.endRefused(c, br, err)
 	case errors.Is(err, ErrFrame):
 		q.log.Warn().Err(err).Str("peer", c.remoteAddr()).Msg("garbage on data connection; closing it")
 		q.fail(rdma.StatusFlushed, err)
