@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
 )
 
 // ctlConn is one control connection: a SOCK_SEQPACKET unix socket whose
