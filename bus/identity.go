@@ -130,3 +130,7 @@ func loadIdentity(c Config) (identity, error) {
 	}
 	return identity{kp: kp, pub: pub}, nil
 }
+
+// Authorization is the node's configured Authorization: accept handlers
+// use it to grant a peer's queue pair only what its identity may do.
+func (n *Node) Authorization() Authorization { return n.cfg.Authorization }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
 )
 
 // homeDeviceFor returns the device a publisher claiming over provider
@@ -46,4 +47,26 @@ func (p *Publisher) homeDeviceFor(provider string) (rdma.Device, []byte, error) 
 	p.homeAlso[provider] = homeReg{dev: dev, mr: mr, desc: desc}
 	p.log.Info().Str("provider", provider).Str("home_provider", p.dev.Provider()).Msg("publisher: home registered on a second provider")
 	return dev, desc, nil
+}
+
+// grantHome gives qp's peer access to the home's region on dev.
+func (p *Publisher) grantHome(qp rdma.QueuePair, dev rdma.Device, access rdma.Access) error {
+	p.mu.Lock()
+	var mr rdma.MemoryRegion
+	switch {
+	case p.home == nil:
+	case dev == p.dev:
+		mr = p.home.Region()
+	default:
+		for _, a := range p.homeAlso {
+			if a.dev == dev {
+				mr = a.mr
+			}
+		}
+	}
+	p.mu.Unlock()
+	if mr == nil {
+		return fmt.Errorf("%w: no home region on %s", ErrClosed, dev.Provider())
+	}
+	return ring.Grant(qp, mr, access)
 }

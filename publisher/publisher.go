@@ -259,6 +259,16 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
+	// the peer reaches the home's region only: all of it for a publisher
+	// (claims and journal writes), reads for anyone else (a subscriber)
+	access := rdma.AccessRemoteRead
+	if p.node.Authorization().CanPublish(req.From.Key, p.cfg.Topic) {
+		access = rdma.AccessRemote
+	}
+	if err := p.grantHome(c.qp, dev, access); err != nil {
+		_ = c.close()
+		return bus.ConnectReply{}, err
+	}
 	if err := c.qp.Connect(ctx, req.Endpoint); err != nil {
 		_ = c.close()
 		return bus.ConnectReply{}, err
@@ -279,12 +289,21 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 	return bus.ConnectReply{Endpoint: c.qp.LocalEndpoint(), Region: desc, Data: counter[:]}, nil
 }
 
-func newConn(dev rdma.Device) (conn, error) {
+// newConn makes a confined queue pair: its peer reaches only what is
+// granted to it (the home's region, a reliable subscriber's credit cells),
+// or nothing.
+func newConn(dev rdma.Device) (conn, error) { return newConnOf(dev, true) }
+
+func newConnOf(dev rdma.Device, confined bool) (conn, error) {
 	cq, err := dev.CreateCQ(cqDepth)
 	if err != nil {
 		return conn{}, err
 	}
-	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: sendDepth, RecvDepth: 16})
+	cfg := rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: sendDepth, RecvDepth: 16}
+	if confined {
+		cfg = ring.Confine(dev, cfg)
+	}
+	qp, err := dev.CreateQP(cfg)
 	if err != nil {
 		_ = cq.Close()
 		return conn{}, err
@@ -313,7 +332,7 @@ func (p *Publisher) connectHome(ctx context.Context) error {
 		return fmt.Errorf("publisher: %w", err)
 	}
 	p.cq = cq
-	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: p.cq, RecvCQ: p.cq, SendDepth: sendDepth, RecvDepth: 16})
+	qp, err := dev.CreateQP(ring.Confine(dev, rdma.QPConfig{SendCQ: p.cq, RecvCQ: p.cq, SendDepth: sendDepth, RecvDepth: 16}))
 	if err != nil {
 		return fmt.Errorf("publisher: %w", err)
 	}
@@ -321,7 +340,10 @@ func (p *Publisher) connectHome(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 	defer cancel()
 	if hi.Local {
-		peer, err := newConn(dev)
+		// the home's side of a loopback pair: its peer is our own writer
+		// (the home may be another Publisher's of this node), so it is not
+		// confined
+		peer, err := newConnOf(dev, false)
 		if err != nil {
 			return fmt.Errorf("publisher: %w", err)
 		}

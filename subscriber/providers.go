@@ -97,3 +97,19 @@ func (s *Subscriber) Providers() string {
 	p, _ := s.providersInUse()
 	return p
 }
+
+// regionFor is the ring's region on dev (its own, or its registration on a
+// second provider), or nil if deviceFor did not make one.
+func (s *Subscriber) regionFor(dev rdma.Device) rdma.MemoryRegion {
+	if dev == s.dev {
+		return s.ring.Region()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.also {
+		if a.dev == dev {
+			return a.mr
+		}
+	}
+	return nil
+}

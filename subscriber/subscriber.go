@@ -273,11 +273,23 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
+	mr := s.regionFor(dev)
 	cq, err := dev.CreateCQ(256)
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
-	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 64, RecvDepth: 16})
+	// the publisher's peer reaches the ring, nothing else of this device
+	qp, err := dev.CreateQP(ring.Confine(dev, rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 64, RecvDepth: 16}))
+	if err == nil {
+		if mr == nil {
+			err = fmt.Errorf("%w: no ring region on %s", ErrRefused, dev.Provider())
+		} else {
+			err = ring.Grant(qp, mr, mr.Access()&rdma.AccessRemote)
+		}
+		if err != nil {
+			_ = qp.Close()
+		}
+	}
 	if err != nil {
 		_ = cq.Close()
 		return bus.ConnectReply{}, err
@@ -456,7 +468,7 @@ func (s *Subscriber) askCounter(ctx context.Context, node bus.PeerInfo) (uint64,
 		return 0, err
 	}
 	defer cq.Close()
-	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 16, RecvDepth: 16})
+	qp, err := dev.CreateQP(ring.Confine(dev, rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 16, RecvDepth: 16})) // the home reaches nothing here
 	if err != nil {
 		return 0, err
 	}

@@ -182,6 +182,7 @@ func (d *Device) Caps() rdma.Caps {
 		Atomic:       rdma.AtomicGlobal,
 		ShareMemory:  true,
 		CrossProcess: true,
+		GrantPerQP:   true,
 	}
 }
 

@@ -33,7 +33,7 @@ func (q *QP) Grant(mr rdma.MemoryRegion, access rdma.Access) (rdma.RemoteRegion,
 		return rdma.RemoteRegion{}, fmt.Errorf("%w: shm QP %d", rdma.ErrClosed, q.num)
 	}
 	first := q.grants == nil
-	if first {
+	if q.grants == nil {
 		q.grants = map[*Region]rdma.Access{}
 	}
 	old := q.grants[r]

@@ -158,6 +158,9 @@ func (d *Device) CreateQP(cfg rdma.QPConfig) (rdma.QueuePair, error) {
 	if q.maxInline == 0 {
 		q.maxInline = maxInline
 	}
+	if cfg.Confined {
+		q.grants = map[*Region]rdma.Access{}
+	}
 	ring := pow2(cfg.SendDepth)
 	q.compRing = make([]uint64, ring)
 	q.compMask = uint64(ring - 1)

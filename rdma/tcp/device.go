@@ -103,6 +103,7 @@ func (d *Device) Caps() rdma.Caps {
 		Atomic:       rdma.AtomicGlobal,
 		ShareMemory:  true,
 		CrossProcess: true,
+		GrantPerQP:   true,
 	}
 }
 

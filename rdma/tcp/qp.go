@@ -135,6 +135,9 @@ func newQP(d *Device, num uint32, cfg rdma.QPConfig, scq, rcq *CQ) *QP {
 	if q.maxInline == 0 {
 		q.maxInline = maxInline
 	}
+	if cfg.Confined {
+		q.grants.Store(&grantTable{})
+	}
 	q.log = d.log.With().Uint32("qpn", num).Logger()
 	n := pow2(cfg.SendDepth)
 	q.sq, q.sqMask, q.sqDepth = make([]sqEntry, n), uint64(n-1), uint64(cfg.SendDepth)
