@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
 	"github.com/tickbus/tickbus/tick"
@@ -104,7 +104,7 @@ func (c *Config) setDefaults() error {
 type Publisher struct {
 	cfg  Config
 	node *bus.Node
-	devs *devices.Set
+	devs *link.Devices
 	dev  rdma.Device // Config.Provider's: the home's, if here
 	log  zerolog.Logger
 
@@ -123,8 +123,8 @@ type Publisher struct {
 	pending  []bus.SubscriberInfo // reported before the writer existed
 	targets  map[string]*target   // subscriber key → target
 	nextID   uint64
-	homeAcc  []conn             // QPs other publishers connected to our home
-	homeAlso map[string]homeReg // provider → the home registered on that device too
+	homeAcc  []conn      // QPs other publishers connected to our home
+	homeAlso link.AlsoOn // the home registered on other providers' devices too
 	dropped  map[uint64]bool
 
 	closeOnce sync.Once
@@ -142,14 +142,6 @@ type conn struct {
 	cq rdma.CompletionQueue
 }
 
-// homeReg is the home registered on a second device, for publishers that
-// claim through another provider.
-type homeReg struct {
-	dev  rdma.Device
-	mr   rdma.MemoryRegion
-	desc []byte
-}
-
 func (c conn) close() error {
 	var errs []error
 	if c.qp != nil {
@@ -161,19 +153,12 @@ func (c conn) close() error {
 	return errors.Join(errs...)
 }
 
-// QP and CQ sizes: the writer's staging (1024 slots by default) must exceed
-// every QP's send depth; it signals one write in 16.
-const (
-	sendDepth = 256
-	cqDepth   = 8192
-)
-
 // New makes a publisher of cfg.Topic on node: it finds the topic's home or
 // becomes it (ctx bounds that), connects a queue pair to it, makes the
 // writer, and from then on connects to every subscriber, present and
 // future, and drops those that go. The node and the device set stay the
 // caller's.
-func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*Publisher, error) {
+func New(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config) (*Publisher, error) {
 	if node == nil || devs == nil {
 		return nil, fmt.Errorf("%w: node and devices are required", ErrInvalidConfig)
 	}
@@ -188,7 +173,7 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*P
 		return nil, err
 	}
 	p := &Publisher{cfg: cfg, node: node, devs: devs, dev: dev, targets: map[string]*target{}, dropped: map[uint64]bool{},
-		homeAlso: map[string]homeReg{}, log: cfg.Logger.With().Str("topic", cfg.Topic).Str("publisher", cfg.ID).Logger()}
+		log: cfg.Logger.With().Str("topic", cfg.Topic).Str("publisher", cfg.ID).Logger()}
 	var data [4]byte
 	binary.LittleEndian.PutUint32(data[:], cfg.PublisherID)
 	p.pub, err = node.Publish(ctx, bus.PublishSpec{
@@ -203,13 +188,7 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*P
 		},
 	})
 	if err != nil {
-		p.mu.Lock()
-		also := p.homeAlso
-		p.homeAlso = nil
-		p.mu.Unlock()
-		for _, a := range also {
-			_ = a.mr.Close()
-		}
+		_ = p.homeAlso.Close()
 		if p.home != nil {
 			_ = p.home.Close()
 		}
@@ -251,7 +230,7 @@ func (p *Publisher) newHome(_ context.Context, topic string) ([]byte, error) {
 
 // acceptHome serves another publisher's connect to our home.
 func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
-	dev, desc, err := p.homeDeviceFor(req.Endpoint.Provider)
+	dev, mr, desc, err := p.homeDeviceFor(req.Endpoint.Provider)
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
@@ -265,7 +244,7 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 	if p.node.Authorization().CanPublish(req.From.Key, p.cfg.Topic) {
 		access = rdma.AccessRemote
 	}
-	if err := p.grantHome(c.qp, dev, access); err != nil {
+	if err := ring.Grant(c.qp, mr, access); err != nil {
 		_ = c.close()
 		return bus.ConnectReply{}, err
 	}
@@ -292,23 +271,16 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 // newConn makes a confined queue pair: its peer reaches only what is
 // granted to it (the home's region, a reliable subscriber's credit cells),
 // or nothing.
-func newConn(dev rdma.Device) (conn, error) { return newConnOf(dev, true) }
+func newConn(dev rdma.Device) (conn, error) {
+	c, err := link.OpenConfined(dev, link.Writer)
+	return conn{qp: c.QP, cq: c.CQ}, err
+}
 
-func newConnOf(dev rdma.Device, confined bool) (conn, error) {
-	cq, err := dev.CreateCQ(cqDepth)
-	if err != nil {
-		return conn{}, err
-	}
-	cfg := rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: sendDepth, RecvDepth: 16}
-	if confined {
-		cfg = ring.Confine(dev, cfg)
-	}
-	qp, err := dev.CreateQP(cfg)
-	if err != nil {
-		_ = cq.Close()
-		return conn{}, err
-	}
-	return conn{qp: qp, cq: cq}, nil
+// newOpenConn makes a queue pair whose peer reaches every remote region of
+// dev: only for a loopback pair within this process.
+func newOpenConn(dev rdma.Device) (conn, error) {
+	c, err := link.Open(dev, link.Writer)
+	return conn{qp: c.QP, cq: c.CQ}, err
 }
 
 // connectHome connects the writer's QP to the home (a loopback pair when
@@ -327,23 +299,19 @@ func (p *Publisher) connectHome(ctx context.Context) error {
 		}
 		dev = d
 	}
-	cq, err := dev.CreateCQ(cqDepth)
+	hc, err := link.OpenConfined(dev, link.Writer) // the home reaches nothing here
 	if err != nil {
 		return fmt.Errorf("publisher: %w", err)
 	}
-	p.cq = cq
-	qp, err := dev.CreateQP(ring.Confine(dev, rdma.QPConfig{SendCQ: p.cq, RecvCQ: p.cq, SendDepth: sendDepth, RecvDepth: 16}))
-	if err != nil {
-		return fmt.Errorf("publisher: %w", err)
-	}
-	p.homeQP = qp
+	p.cq, p.homeQP = hc.CQ, hc.QP
+	qp := hc.QP
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 	defer cancel()
 	if hi.Local {
 		// the home's side of a loopback pair: its peer is our own writer
 		// (the home may be another Publisher's of this node), so it is not
 		// confined
-		peer, err := newConnOf(dev, false)
+		peer, err := newOpenConn(dev)
 		if err != nil {
 			return fmt.Errorf("publisher: %w", err)
 		}
@@ -426,8 +394,7 @@ func (p *Publisher) reconnect(t *target) {
 	}
 	_ = t.conn.close()
 	p.log.Info().Str("subscriber", key).Msg("publisher: reconnecting to a subscriber still on the bus")
-	wait := 100 * time.Millisecond
-	for {
+	for attempt := 1; ; attempt++ {
 		p.mu.Lock()
 		current := !p.closed && p.targets[key] == t
 		p.nextID++
@@ -441,8 +408,7 @@ func (p *Publisher) reconnect(t *target) {
 			return
 		}
 		p.log.Debug().Str("subscriber", key).Err(err).Msg("publisher: reconnect failed; retrying")
-		time.Sleep(wait)
-		wait = min(2*wait, 2*time.Second)
+		time.Sleep(link.Reconnect.Delay(attempt))
 	}
 }
 
@@ -464,14 +430,12 @@ func (p *Publisher) onSubscriber(s bus.SubscriberInfo) {
 	// A connect can fail on a busy host (timeouts) or while the subscriber
 	// is still starting: retry a few times, then say so once.
 	var err error
-	wait := 100 * time.Millisecond
-	for attempt := 1; attempt <= 5; attempt++ {
+	for attempt := 1; link.Connect.More(attempt); attempt++ {
 		if err = p.addTarget(id, s); err == nil || errors.Is(err, ErrClosed) || !p.stillSubscribed(s) {
 			return
 		}
 		p.log.Debug().Str("subscriber", s.Key()).Int("attempt", attempt).Err(err).Msg("publisher: connect to subscriber failed; retrying")
-		time.Sleep(wait)
-		wait *= 2
+		time.Sleep(link.Connect.Delay(attempt))
 	}
 	p.log.Warn().Str("subscriber", s.Key()).Err(err).Msg("publisher: cannot reach subscriber; it gets nothing from this publisher")
 }
@@ -657,8 +621,6 @@ func (p *Publisher) Close() error {
 		p.targets = map[string]*target{}
 		acc := p.homeAcc
 		p.homeAcc = nil
-		also := p.homeAlso
-		p.homeAlso = nil
 		home := p.home
 		p.mu.Unlock()
 		if p.w != nil {
@@ -676,9 +638,7 @@ func (p *Publisher) Close() error {
 		if p.cq != nil {
 			errs = append(errs, p.cq.Close())
 		}
-		for _, a := range also {
-			errs = append(errs, a.mr.Close())
-		}
+		errs = append(errs, p.homeAlso.Close())
 		if home != nil {
 			errs = append(errs, home.Close())
 		}

@@ -5,42 +5,33 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
 )
 
 // deviceFor returns the device a publisher connecting over provider uses
 // and the ring's descriptor on it: the ring's own device, or another one
 // on which the same memory is registered the first time a publisher comes
-// over it (shm publishers on this host, tcp ones elsewhere, one ring).
-func (s *Subscriber) deviceFor(provider string) (rdma.Device, []byte, error) {
+// over it (shm publishers on this host, tcp ones elsewhere, one ring), and
+// the ring's region on that device, which the publisher's QP is granted.
+func (s *Subscriber) deviceFor(provider string) (rdma.Device, rdma.MemoryRegion, []byte, error) {
 	if provider == s.dev.Provider() {
 		desc, err := s.ring.Desc().MarshalBinary()
-		return s.dev, desc, err
+		return s.dev, s.ring.Region(), desc, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, nil, ErrClosed
+		return nil, nil, nil, ErrClosed
 	}
-	if a, ok := s.also[provider]; ok {
-		return a.dev, a.desc, nil
-	}
-	dev, err := s.devs.Get(provider)
+	r, created, err := s.also.Get(s.devs, provider, link.Marshalled(s.ring.RegisterOn))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: publisher came over %s: %w", ErrRefused, provider, err)
+		return nil, nil, nil, fmt.Errorf("%w: publisher came over %s: %w", ErrRefused, provider, err)
 	}
-	d, mr, err := s.ring.RegisterOn(dev)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrRefused, err)
+	if created {
+		s.log.Info().Str("provider", provider).Str("ring_provider", s.dev.Provider()).Msg("subscriber: ring registered on a second provider")
 	}
-	desc, err := d.MarshalBinary()
-	if err != nil {
-		_ = mr.Close()
-		return nil, nil, err
-	}
-	s.also[provider] = alsoReg{dev: dev, mr: mr, desc: desc}
-	s.log.Info().Str("provider", provider).Str("ring_provider", s.dev.Provider()).Msg("subscriber: ring registered on a second provider")
-	return dev, desc, nil
+	return r.Device, r.MR, r.Desc, nil
 }
 
 // providersInUse is the set of providers publishers write into the ring
@@ -96,20 +87,4 @@ func rank(p string) string {
 func (s *Subscriber) Providers() string {
 	p, _ := s.providersInUse()
 	return p
-}
-
-// regionFor is the ring's region on dev (its own, or its registration on a
-// second provider), or nil if deviceFor did not make one.
-func (s *Subscriber) regionFor(dev rdma.Device) rdma.MemoryRegion {
-	if dev == s.dev {
-		return s.ring.Region()
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, a := range s.also {
-		if a.dev == dev {
-			return a.mr
-		}
-	}
-	return nil
 }

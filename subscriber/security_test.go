@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
@@ -79,12 +79,12 @@ func TestSecurity_ForgedPublisher_RefusedAtEveryStep(t *testing.T) {
 		Publish:   map[string][]string{"t": {pPub}},
 		Subscribe: map[string][]string{"t": {pSub, pEvil}},
 	}
-	open := func(id, host, url string, kp nkeys.KeyPair) (*bus.Node, *devices.Set) {
+	open := func(id, host, url string, kp nkeys.KeyPair) (*bus.Node, *link.Devices) {
 		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: host, Key: kp, Authorization: auth,
 			NATS: bus.NATSConfig{URLs: nilIfEmpty(url)}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = n.Close() })
-		d := devices.New(devices.Config{HostID: host})
+		d := link.NewDevices(link.DevicesConfig{HostID: host})
 		t.Cleanup(func() { _ = d.Close() })
 		return n, d
 	}
@@ -146,7 +146,7 @@ func TestSecurity_ForgedPublisher_RefusedAtEveryStep(t *testing.T) {
 	refusedBefore := sn.Stats().Rejected["conn"]
 
 	// the outsider's own queue pair, on tcp (another host)
-	ed := devices.New(devices.Config{HostID: "hostE"})
+	ed := link.NewDevices(link.DevicesConfig{HostID: "hostE"})
 	defer ed.Close()
 	dev, err := ed.Get(rdma.ProviderTCP)
 	require.NoError(t, err)
