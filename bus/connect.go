@@ -33,6 +33,10 @@ func (n *Node) Connect(ctx context.Context, node string, req ConnectRequest) (Co
 		return ConnectReply{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	r, err := n.request(ctx, n.subject("qp", node), w, "acc")
+	if err == nil && r.Node.ID != node {
+		err = &refusal{peer: r.Node.ID, err: fmt.Errorf("%w: connect to %s answered by %s", ErrIdentity, node, r.Node.ID)}
+		n.badInput("acc", err)
+	}
 	if err != nil {
 		n.counters.connectsFailed.Add(1)
 		return ConnectReply{}, err
