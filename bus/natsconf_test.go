@@ -119,7 +119,7 @@ func TestNATSConfigs_Tickbus_ConfinesEachIdentity(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(violations) >= 5
-	}, eventually, tick, "violations: %v", violations)
+	}, eventually, tick, "fewer than 5 permission violations")
 	mu.Lock()
 	for _, v := range violations {
 		assert.Contains(t, strings.ToLower(v), "permissions violation")

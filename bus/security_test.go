@@ -131,6 +131,19 @@ func TestSecurity_ForgedControlMessages_ChangeNothing(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, puErr)
 	require.NoError(t, raw.Flush())
+	// every forgery and replay reached both nodes and was refused (a loaded
+	// machine, or the race detector, makes each signature check slow)
+	for _, n := range []*bus.Node{h, o} {
+		require.Eventually(t, func() bool {
+			st := n.Stats()
+			for _, k := range []string{"hb", "bye", "home", "pub", "sub"} {
+				if st.Rejected[k] < reps {
+					return false
+				}
+			}
+			return true
+		}, 4*eventually, tick, "node %s", n.ID())
+	}
 	time.Sleep(5 * hbInterval)
 
 	assert.Equal(t, "o", pu.Home().Node.ID, "o yielded U to a forged claim or home")
@@ -141,12 +154,6 @@ func TestSecurity_ForgedControlMessages_ChangeNothing(t *testing.T) {
 	assert.Equal(t, incS, h.Peers()[1].Incarnation)
 	assert.Len(t, po.Subscribers(), 1)
 
-	for _, n := range []*bus.Node{h, o} {
-		st := n.Stats()
-		for _, k := range []string{"hb", "bye", "home", "pub", "sub"} {
-			assert.GreaterOrEqual(t, st.Rejected[k], uint64(reps), "node %s kind %s: rejected %v", n.ID(), k, st.Rejected)
-		}
-	}
 	// logged once per peer, kind and class, not once per message
 	for _, k := range []string{"hb", "bye", "home", "pub", "sub"} {
 		for _, class := range []string{"unauthenticated", "identity", "replayed", "forbidden"} {
