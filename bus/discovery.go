@@ -34,6 +34,9 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		n.badInput("unknown-subject", fmt.Errorf("%w: subject %q", ErrMalformed, m.Subject))
 		return
 	}
+	if n.isOwnEcho(m.Data) {
+		return
+	}
 	w, err := n.open(m.Subject, m.Data)
 	if err != nil {
 		n.badInput(kind, err)

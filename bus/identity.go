@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"bytes"
+	"crypto/ed25519"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -70,6 +72,35 @@ func (a Authorization) validate() error {
 type identity struct {
 	kp  nkeys.KeyPair
 	pub string
+	// priv is the ed25519 key kp stands for, derived once: nkeys derives it
+	// again from the seed at every Sign, which doubles the cost. nil when kp
+	// does not give its seed; then kp signs.
+	priv ed25519.PrivateKey
+}
+
+// derive fills id.priv from the seed of id.kp, if it has one that gives
+// the same public key.
+func (id *identity) derive() {
+	seed, err := id.kp.Seed()
+	if err != nil {
+		return
+	}
+	_, raw, err := nkeys.DecodeSeed(seed)
+	if err != nil || len(raw) < ed25519.SeedSize {
+		return
+	}
+	priv := ed25519.NewKeyFromSeed(raw[:ed25519.SeedSize])
+	pub, err := nkeys.Decode(nkeys.PrefixByteUser, []byte(id.pub))
+	if err == nil && bytes.Equal(pub, priv.Public().(ed25519.PublicKey)) {
+		id.priv = priv
+	}
+}
+
+func (id identity) sign(b []byte) ([]byte, error) {
+	if id.priv != nil {
+		return ed25519.Sign(id.priv, b), nil
+	}
+	return id.kp.Sign(b)
 }
 
 // loadIdentity picks the node's key: Config.Key, else the seed of
@@ -128,7 +159,9 @@ func loadIdentity(c Config) (identity, error) {
 	if _, err := kp.Sign([]byte("probe")); err != nil {
 		return identity{}, fmt.Errorf("%w: Key %q cannot sign (a public key only?): %v", ErrInvalidConfig, pub, err)
 	}
-	return identity{kp: kp, pub: pub}, nil
+	id := identity{kp: kp, pub: pub}
+	id.derive()
+	return id, nil
 }
 
 // Authorization is the node's configured Authorization: accept handlers

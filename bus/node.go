@@ -80,7 +80,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		self:      PeerInfo{ID: cfg.NodeID, HostID: cfg.HostID, Incarnation: uint64(time.Now().UnixNano()), Providers: cfg.Providers, Key: id.pub},
 		limiter:   newRateLog(cfg.LogEvery),
 		id:        id,
-		trust:     newTrust(cfg.MaxClockSkew),
+		trust:     newTrust(cfg.MaxClockSkew, cfg.NodeID, id.pub),
 		peers:     map[string]*peer{},
 		subs:      map[string]map[string]SubscriberInfo{},
 		pubs:      map[string]map[string]PublisherInfo{},

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,7 +42,7 @@ func signedBytes(subject string, msg []byte) []byte {
 
 // seal wraps msg (an encoded wireMsg) for subject, signed by id.
 func seal(id identity, subject string, msg []byte) ([]byte, error) {
-	sig, err := id.kp.Sign(signedBytes(subject, msg))
+	sig, err := id.sign(signedBytes(subject, msg))
 	if err != nil {
 		return nil, fmt.Errorf("bus: sign: %w", err)
 	}
@@ -61,34 +62,68 @@ func seal(id identity, subject string, msg []byte) ([]byte, error) {
 // ErrMalformed, ErrUnknownVersion or ErrUnauthenticated (no envelope, not a
 // user key, bad signature).
 func openEnvelope(subject string, b []byte) (string, []byte, error) {
+	e, err := parseEnvelope(b)
+	if err != nil {
+		return "", nil, err
+	}
+	pk, err := publicKey(e.Key)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(e.Sig) != ed25519.SignatureSize || !ed25519.Verify(pk, signedBytes(subject, e.Msg), e.Sig) {
+		return "", nil, fmt.Errorf("%w: signature of %s on %q does not verify", ErrUnauthenticated, e.Key, subject)
+	}
+	return e.Key, e.Msg, nil
+}
+
+// parseEnvelope decodes an envelope without checking its signature.
+func parseEnvelope(b []byte) (envelope, error) {
 	if len(b) > MaxMessageSize {
-		return "", nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(b), MaxMessageSize)
+		return envelope{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(b), MaxMessageSize)
 	}
 	var e envelope
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&e); err != nil {
-		return "", nil, fmt.Errorf("%w: envelope: %v", ErrMalformed, err)
+		return e, fmt.Errorf("%w: envelope: %v", ErrMalformed, err)
 	}
 	if dec.More() {
-		return "", nil, fmt.Errorf("%w: trailing data after the envelope", ErrMalformed)
+		return e, fmt.Errorf("%w: trailing data after the envelope", ErrMalformed)
 	}
 	if e.Env == nil {
-		return "", nil, fmt.Errorf("%w: no signed envelope", ErrUnauthenticated)
+		return e, fmt.Errorf("%w: no signed envelope", ErrUnauthenticated)
 	}
 	if *e.Env != EnvelopeVersion {
-		return "", nil, fmt.Errorf("%w: envelope version %d, want %d", ErrUnknownVersion, *e.Env, EnvelopeVersion)
+		return e, fmt.Errorf("%w: envelope version %d, want %d", ErrUnknownVersion, *e.Env, EnvelopeVersion)
 	}
-	if !nkeys.IsValidPublicUserKey(e.Key) {
-		return "", nil, fmt.Errorf("%w: key %.64q is not a public user nkey", ErrUnauthenticated, e.Key)
+	return e, nil
+}
+
+// keyCache holds decoded public keys, so that each is decoded once.
+var keyCache struct {
+	sync.Mutex
+	m map[string]ed25519.PublicKey
+}
+
+// publicKey decodes a public user nkey.
+func publicKey(key string) (ed25519.PublicKey, error) {
+	keyCache.Lock()
+	pk, ok := keyCache.m[key]
+	keyCache.Unlock()
+	if ok {
+		return pk, nil
 	}
-	pk, err := nkeys.FromPublicKey(e.Key)
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: key: %v", ErrUnauthenticated, err)
+	raw, err := nkeys.Decode(nkeys.PrefixByteUser, []byte(key))
+	if err != nil || len(raw) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("%w: key %.64q is not a public user nkey", ErrUnauthenticated, key)
 	}
-	if err := pk.Verify(signedBytes(subject, e.Msg), e.Sig); err != nil {
-		return "", nil, fmt.Errorf("%w: signature of %s on %q: %v", ErrUnauthenticated, e.Key, subject, err)
+	pk = ed25519.PublicKey(raw)
+	keyCache.Lock()
+	if keyCache.m == nil || len(keyCache.m) >= maxSenders {
+		keyCache.m = map[string]ed25519.PublicKey{} // a flood of keys: forget, rather than grow
 	}
-	return e.Key, e.Msg, nil
+	keyCache.m[key] = pk
+	keyCache.Unlock()
+	return pk, nil
 }
 
 // replayWindow is how many sequences behind the highest seen from a sender
@@ -138,15 +173,17 @@ func (r *replayState) check(seq uint64) bool {
 // each node id is bound to (first seen; released when the peer leaves or
 // ages out), and the replay state per key, node and incarnation.
 type trust struct {
-	skew time.Duration
+	skew          time.Duration
+	self, selfKey string // this node's id stays bound to its key
 
 	mu     sync.Mutex
 	bound  map[string]string       // node id → public key
 	replay map[string]*replayState // key + "/" + node id → state
 }
 
-func newTrust(skew time.Duration) *trust {
-	return &trust{skew: skew, bound: map[string]string{}, replay: map[string]*replayState{}}
+// newTrust starts with this node's own id bound to its own key.
+func newTrust(skew time.Duration, self, key string) *trust {
+	return &trust{skew: skew, self: self, selfKey: key, bound: map[string]string{self: key}, replay: map[string]*replayState{}}
 }
 
 // admit checks that w (signed by key) is fresh, not replayed, and from the
@@ -180,6 +217,7 @@ func (t *trust) admit(key string, w *wireMsg, now time.Time) error {
 	if len(t.replay) >= maxSenders || len(t.bound) >= maxSenders {
 		clear(t.replay) // a flood of identities: forget, rather than grow
 		clear(t.bound)
+		t.bound[t.self] = t.selfKey
 	}
 	t.replay[rk] = r
 	t.bound[w.Node.ID] = key
@@ -215,6 +253,20 @@ func (n *Node) seal(subject string, w *wireMsg) ([]byte, error) {
 		return nil, err
 	}
 	return seal(n.id, subject, b)
+}
+
+// isOwnEcho reports whether b is a discovery message this very node sent
+// (its key, id and incarnation), which it ignores without paying for a
+// signature check. A forgery of one is ignored the same way; a message
+// under this node's key from another node (shared credentials) or another
+// incarnation is not an echo and goes through open.
+func (n *Node) isOwnEcho(b []byte) bool {
+	e, err := parseEnvelope(b)
+	if err != nil || e.Key != n.id.pub {
+		return false
+	}
+	w, err := decode(e.Msg)
+	return err == nil && w.Node.ID == n.self.ID && w.Node.Inc == n.self.Incarnation && w.Node.Key == n.id.pub
 }
 
 // open checks the envelope of b (received on subject), decodes the message

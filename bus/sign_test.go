@@ -55,7 +55,7 @@ func TestEnvelope_SealOpen_RoundTripAndTamper(t *testing.T) {
 
 func TestTrust_Admit_ReplayBindingAndClock(t *testing.T) {
 	now := time.Now()
-	tr := newTrust(time.Minute)
+	tr := newTrust(time.Minute, "self", testIdentity(t).pub)
 	a, b := testIdentity(t), testIdentity(t)
 	m := func(id identity, node string, inc, seq uint64, ts time.Time) *wireMsg {
 		return &wireMsg{Kind: kindHeartbeat, Node: wireNode{ID: node, Key: id.pub, Inc: inc}, Seq: seq, TS: ts.UnixNano()}
