@@ -9,5 +9,7 @@ func SealForTest(kp nkeys.KeyPair, subject string, msg []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return seal(identity{kp: kp, pub: pub}, subject, msg)
+	id := identity{kp: kp, pub: pub}
+	id.derive()
+	return seal(id, subject, msg)
 }

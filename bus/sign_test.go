@@ -17,7 +17,10 @@ func testIdentity(t testing.TB) identity {
 	require.NoError(t, err)
 	pub, err := kp.PublicKey()
 	require.NoError(t, err)
-	return identity{kp: kp, pub: pub}
+	id := identity{kp: kp, pub: pub}
+	id.derive()
+	require.NotNil(t, id.priv)
+	return id
 }
 
 func TestEnvelope_SealOpen_RoundTripAndTamper(t *testing.T) {
@@ -146,6 +149,15 @@ func BenchmarkEnvelope(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := seal(id, "tickbus.qp.n", c.msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		viaNkeys := identity{kp: id.kp, pub: id.pub} // no derived key: nkeys re-derives it per Sign
+		b.Run(c.name+"/seal-nkeys-sign", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := seal(viaNkeys, "tickbus.qp.n", c.msg); err != nil {
 					b.Fatal(err)
 				}
 			}
