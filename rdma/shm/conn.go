@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tickbus/tickbus/rdma"
 )
 
 // ctlConn is one control connection: a SOCK_SEQPACKET unix socket whose
@@ -159,6 +161,9 @@ func (d *Device) pushToLocked(f frame, fd int, to func(*QP) bool) {
 	for c, q := range d.exports {
 		if !to(q) {
 			continue
+		}
+		if q.State() == rdma.QPClosed {
+			continue // Close closed its connections: nothing to tell its peer
 		}
 		if err := c.send(f, fd, d.timeout); err != nil {
 			d.log.Warn().Err(err).Uint32("qpn", q.num).Msg("shm: push region to peer failed; closing its connection")
