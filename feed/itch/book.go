@@ -1,0 +1,378 @@
+package itch
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/tickbus/tickbus/tick"
+)
+
+// Pre-built errors: Apply fails without allocating; Feed adds the message's
+// number and offset.
+var (
+	errUnknownOrder = fmt.Errorf("%w: unknown order reference", ErrBook)
+	errDuplicate    = fmt.Errorf("%w: order reference already on the book", ErrBook)
+	errOverExecuted = fmt.Errorf("%w: more shares executed or cancelled than the order has", ErrBook)
+	errWrongStock   = fmt.Errorf("%w: stock locate differs from the order's", ErrBook)
+	errSide         = fmt.Errorf("%w: side, want B or S", ErrMalformed)
+	errLocate       = fmt.Errorf("%w: stock locate 0 on an order message", ErrMalformed)
+)
+
+// MaxTicks is the most ticks one message produces: a trade, a bid, an ask.
+const MaxTicks = 3
+
+// order is one resting order.
+type order struct {
+	ref    uint64
+	shares uint32
+	price  Price4
+	locate uint16
+	side   byte // 'B' or 'S'
+	used   bool
+}
+
+// orders is an open-addressing hash table of resting orders by reference
+// (linear probing, backward-shift deletion): no allocation once grown.
+type orders struct {
+	slots []order
+	mask  uint64
+	shift uint
+	n     int
+}
+
+func (t *orders) init(capPow2 int) {
+	t.slots = make([]order, capPow2)
+	t.mask = uint64(capPow2 - 1)
+	t.shift = uint(64 - bits.TrailingZeros64(uint64(capPow2)))
+	t.n = 0
+}
+
+func (t *orders) home(ref uint64) uint64 { return (ref * 0x9E3779B97F4A7C15) >> t.shift }
+
+// find returns the slot index of ref, or -1.
+func (t *orders) find(ref uint64) int {
+	for i := t.home(ref); ; i = (i + 1) & t.mask {
+		s := &t.slots[i]
+		if !s.used {
+			return -1
+		}
+		if s.ref == ref {
+			return int(i)
+		}
+	}
+}
+
+// insert adds o, whose ref must not be present.
+func (t *orders) insert(o order) {
+	if 2*(t.n+1) > len(t.slots) { // keep the load at most 1/2
+		old := t.slots
+		t.init(2 * len(old))
+		for i := range old {
+			if old[i].used {
+				t.insert(old[i])
+			}
+		}
+	}
+	o.used = true
+	i := t.home(o.ref)
+	for t.slots[i].used {
+		i = (i + 1) & t.mask
+	}
+	t.slots[i] = o
+	t.n++
+}
+
+// remove deletes slot i, shifting back the entries that probed past it.
+func (t *orders) remove(i int) {
+	j := uint64(i)
+	for {
+		t.slots[j].used = false
+		k := j
+		for {
+			k = (k + 1) & t.mask
+			if !t.slots[k].used {
+				t.n--
+				return
+			}
+			h := t.home(t.slots[k].ref)
+			// Move k into the hole at j unless its home lies cyclically in (j, k].
+			if (j < k && (h <= j || h > k)) || (j > k && h <= j && h > k) {
+				t.slots[j] = t.slots[k]
+				j = k
+				break
+			}
+		}
+	}
+}
+
+func (t *orders) reset() {
+	clear(t.slots)
+	t.n = 0
+}
+
+// level is the total shares resting at one price. key is the price for
+// bids and its complement for asks, so that on both sides the levels sort
+// ascending with the best last.
+type level struct {
+	key    uint32
+	shares uint64
+}
+
+// top is a side's best price and the shares at it (0, 0: empty).
+type top struct {
+	price  Price4
+	shares uint64
+}
+
+type stockBook struct {
+	side [2][]level // 0 bids, 1 asks
+	last [2]top     // as last published
+}
+
+func sideIndex(s byte) int {
+	if s == 'S' {
+		return 1
+	}
+	return 0
+}
+
+func key(side int, p Price4) uint32 {
+	if side == 1 {
+		return ^uint32(p)
+	}
+	return uint32(p)
+}
+
+// search returns the index of k in ls, or where it would go.
+func search(ls []level, k uint32) (int, bool) {
+	lo, hi := 0, len(ls)
+	// Most activity is near the top, at the end: look there first.
+	if n := len(ls); n > 0 {
+		if ls[n-1].key == k {
+			return n - 1, true
+		}
+		if ls[n-1].key < k {
+			return n, false
+		}
+	}
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if ls[mid].key < k {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, lo < len(ls) && ls[lo].key == k
+}
+
+func (sb *stockBook) add(side int, p Price4, shares uint32) {
+	ls := sb.side[side]
+	k := key(side, p)
+	i, ok := search(ls, k)
+	if ok {
+		ls[i].shares += uint64(shares)
+		return
+	}
+	ls = append(ls, level{})
+	copy(ls[i+1:], ls[i:])
+	ls[i] = level{key: k, shares: uint64(shares)}
+	sb.side[side] = ls
+}
+
+func (sb *stockBook) sub(side int, p Price4, shares uint32) {
+	ls := sb.side[side]
+	i, ok := search(ls, key(side, p))
+	if !ok {
+		return // cannot happen: every resting order's shares are on its level
+	}
+	if ls[i].shares -= uint64(shares); ls[i].shares == 0 {
+		copy(ls[i:], ls[i+1:])
+		sb.side[side] = ls[:len(ls)-1]
+	}
+}
+
+func (sb *stockBook) top(side int) top {
+	ls := sb.side[side]
+	if len(ls) == 0 {
+		return top{}
+	}
+	l := ls[len(ls)-1]
+	p := Price4(l.key)
+	if side == 1 {
+		p = Price4(^l.key)
+	}
+	return top{price: p, shares: l.shares}
+}
+
+// Book is a TotalView-ITCH order book for every stock, built from add,
+// execute, cancel, delete and replace messages, turning each message into
+// level-1 ticks. It is not safe for concurrent use; Apply allocates
+// nothing once the book has grown to the day's size.
+type Book struct {
+	orders orders
+	stocks []*stockBook // by stock locate
+	venue  tick.Venue
+	day    int64 // ns since the Unix epoch of midnight on the file's date
+}
+
+// NewBook makes an empty book whose ticks carry venue and exchange times
+// on the day that starts at midnight (ns since the Unix epoch).
+func NewBook(venue tick.Venue, midnight int64) *Book {
+	b := &Book{venue: venue, day: midnight, stocks: make([]*stockBook, 1<<16)}
+	b.orders.init(1 << 16)
+	return b
+}
+
+// Reset empties the book, keeping its memory.
+func (b *Book) Reset() {
+	b.orders.reset()
+	for _, sb := range b.stocks {
+		if sb != nil {
+			sb.side[0], sb.side[1] = sb.side[0][:0], sb.side[1][:0]
+			sb.last = [2]top{}
+		}
+	}
+}
+
+// Orders is how many orders rest on the book.
+func (b *Book) Orders() int { return b.orders.n }
+
+// Best is a stock's best bid and ask now (price in tick units, shares at
+// that price; zeros for an empty side).
+func (b *Book) Best(locate uint16) (bidPrice int64, bidSize uint64, askPrice int64, askSize uint64) {
+	sb := b.stocks[locate]
+	if sb == nil {
+		return
+	}
+	bt, at := sb.top(0), sb.top(1)
+	return bt.price.Units(), bt.shares, at.price.Units(), at.shares
+}
+
+func (b *Book) stock(locate uint16) *stockBook {
+	sb := b.stocks[locate]
+	if sb == nil {
+		sb = &stockBook{}
+		b.stocks[locate] = sb
+	}
+	return sb
+}
+
+// Apply applies message m, the seq-th of the file (ExchSeq), and writes
+// its level-1 ticks into out, which must hold MaxTicks: first the trade
+// (E at the resting order's price, C at its execution price when
+// printable, P at its price), then a bid if the best bid's price or total
+// shares changed, then an ask if the best ask's did; an emptied side is
+// price 0, size 0. The last tick has FlagLastInBatch. Messages that touch
+// no book (system, directory, Q, B, ...) give no tick. A message the book
+// cannot apply returns an error wrapping ErrBook or ErrMalformed and
+// changes nothing.
+func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
+	_ = out[MaxTicks-1]
+	var (
+		n      int
+		locate = m.Locate()
+	)
+	switch m[0] {
+	case TypeAddOrder, TypeAddOrderMPID:
+		ref, side, shares, price := be.Uint64(m[11:]), m[19], be.Uint32(m[20:]), p4(m[32:])
+		if locate == 0 {
+			return 0, errLocate
+		}
+		if side != 'B' && side != 'S' {
+			return 0, errSide
+		}
+		if b.orders.find(ref) >= 0 {
+			return 0, errDuplicate
+		}
+		b.orders.insert(order{ref: ref, shares: shares, price: price, locate: locate, side: side})
+		sb := b.stock(locate)
+		sb.add(sideIndex(side), price, shares)
+	case TypeOrderExecuted, TypeOrderExecutedPrice, TypeOrderCancel:
+		i := b.orders.find(be.Uint64(m[11:]))
+		if i < 0 {
+			return 0, errUnknownOrder
+		}
+		o := &b.orders.slots[i]
+		if o.locate != locate {
+			return 0, errWrongStock
+		}
+		shares := be.Uint32(m[19:])
+		if shares > o.shares {
+			return 0, errOverExecuted
+		}
+		switch {
+		case m[0] == TypeOrderExecuted:
+			out[0] = tick.Tick{Kind: tick.Trade, Price: o.price.Units(), Size: uint64(shares)}
+			n = 1
+		case m[0] == TypeOrderExecutedPrice && m[31] == 'Y':
+			out[0] = tick.Tick{Kind: tick.Trade, Price: p4(m[32:]).Units(), Size: uint64(shares)}
+			n = 1
+		}
+		sb := b.stocks[locate]
+		sb.sub(sideIndex(o.side), o.price, shares)
+		if o.shares -= shares; o.shares == 0 {
+			b.orders.remove(i)
+		}
+	case TypeOrderDelete:
+		i := b.orders.find(be.Uint64(m[11:]))
+		if i < 0 {
+			return 0, errUnknownOrder
+		}
+		o := b.orders.slots[i]
+		if o.locate != locate {
+			return 0, errWrongStock
+		}
+		sb := b.stocks[locate]
+		sb.sub(sideIndex(o.side), o.price, o.shares)
+		b.orders.remove(i)
+	case TypeOrderReplace:
+		oldRef, newRef, shares, price := be.Uint64(m[11:]), be.Uint64(m[19:]), be.Uint32(m[27:]), p4(m[31:])
+		i := b.orders.find(oldRef)
+		if i < 0 {
+			return 0, errUnknownOrder
+		}
+		o := b.orders.slots[i]
+		if o.locate != locate {
+			return 0, errWrongStock
+		}
+		if newRef != oldRef && b.orders.find(newRef) >= 0 {
+			return 0, errDuplicate
+		}
+		sb := b.stocks[locate]
+		s := sideIndex(o.side)
+		sb.sub(s, o.price, o.shares)
+		b.orders.remove(i)
+		b.orders.insert(order{ref: newRef, shares: shares, price: price, locate: locate, side: o.side})
+		sb.add(s, price, shares)
+	case TypeTrade:
+		if locate == 0 {
+			return 0, errLocate
+		}
+		out[0] = tick.Tick{Kind: tick.Trade, Price: p4(m[32:]).Units(), Size: uint64(be.Uint32(m[20:]))}
+		n = 1
+		b.stock(locate) // a stock seen only in trades still has a book
+	default:
+		return 0, nil
+	}
+	sb := b.stocks[locate]
+	for s := 0; s < 2; s++ {
+		t := sb.top(s)
+		if t == sb.last[s] {
+			continue
+		}
+		sb.last[s] = t
+		out[n] = tick.Tick{Kind: tick.Bid + tick.Kind(s), Price: t.price.Units(), Size: t.shares}
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	exch := b.day + m.Timestamp()
+	for i := 0; i < n; i++ {
+		t := &out[i]
+		t.Instrument, t.Venue, t.ExchTime, t.ExchSeq = uint64(locate), b.venue, exch, seq
+	}
+	out[n-1].Flags = tick.FlagLastInBatch
+	return n, nil
+}
