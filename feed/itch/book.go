@@ -2,7 +2,6 @@ package itch
 
 import (
 	"fmt"
-	"math/bits"
 
 	"github.com/tickbus/tickbus/tick"
 )
@@ -36,18 +35,21 @@ type order struct {
 type orders struct {
 	slots []order
 	mask  uint64
-	shift uint
 	n     int
 }
 
 func (t *orders) init(capPow2 int) {
 	t.slots = make([]order, capPow2)
 	t.mask = uint64(capPow2 - 1)
-	t.shift = uint(64 - bits.TrailingZeros64(uint64(capPow2)))
 	t.n = 0
 }
 
-func (t *orders) home(ref uint64) uint64 { return (ref * 0x9E3779B97F4A7C15) >> t.shift }
+// home is the reference's slot: the reference itself, masked. Nasdaq
+// numbers orders in increasing order through the day, so the orders a
+// message touches (mostly recent ones) sit close together in memory, and
+// consecutive references never collide; a multiplicative hash would
+// scatter them and cost a cache miss per message.
+func (t *orders) home(ref uint64) uint64 { return ref & t.mask }
 
 // find returns the slot index of ref, or -1.
 func (t *orders) find(ref uint64) int {
@@ -143,18 +145,21 @@ func key(side int, p Price4) uint32 {
 	return uint32(p)
 }
 
-// search returns the index of k in ls, or where it would go.
+// search returns the index of k in ls, or where it would go. Most
+// activity is near the top, at the end: it scans the last few levels
+// first, then halves the rest.
 func search(ls []level, k uint32) (int, bool) {
-	lo, hi := 0, len(ls)
-	// Most activity is near the top, at the end: look there first.
-	if n := len(ls); n > 0 {
-		if ls[n-1].key == k {
-			return n - 1, true
+	hi := len(ls)
+	for n := 0; n < 8 && hi > 0; n++ {
+		switch c := ls[hi-1].key; {
+		case c == k:
+			return hi - 1, true
+		case c < k:
+			return hi, false
 		}
-		if ls[n-1].key < k {
-			return n, false
-		}
+		hi--
 	}
+	lo := 0
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if ls[mid].key < k {
@@ -211,7 +216,7 @@ func (sb *stockBook) top(side int) top {
 // nothing once the book has grown to the day's size.
 type Book struct {
 	orders orders
-	stocks []*stockBook // by stock locate
+	stocks *[1 << 16]*stockBook // by stock locate
 	venue  tick.Venue
 	day    int64 // ns since the Unix epoch of midnight on the file's date
 }
@@ -219,7 +224,7 @@ type Book struct {
 // NewBook makes an empty book whose ticks carry venue and exchange times
 // on the day that starts at midnight (ns since the Unix epoch).
 func NewBook(venue tick.Venue, midnight int64) *Book {
-	b := &Book{venue: venue, day: midnight, stocks: make([]*stockBook, 1<<16)}
+	b := &Book{venue: venue, day: midnight, stocks: new([1 << 16]*stockBook)}
 	b.orders.init(1 << 16)
 	return b
 }

@@ -95,7 +95,7 @@ func (g *gen) step(locate uint16) {
 	case r < 40:
 		g.emit(Event{Type: 'P', Locate: locate, Ref: 0, Side: "BS"[g.rng.IntN(2)], Shares: g.shares(), Price: g.mid[locate]})
 		return
-	case r < 470 || len(g.refs) < 20:
+	case r < g.addCut() || len(g.refs) < 20:
 		side := "BS"[g.rng.IntN(2)]
 		if g.rng.IntN(50) == 0 { // walk the mid now and then
 			g.mid[locate] = uint32(int64(g.mid[locate]) + int64(g.rng.IntN(3)-1)*100)
@@ -112,7 +112,12 @@ func (g *gen) step(locate uint16) {
 		g.refs = append(g.refs, e.Ref)
 		return
 	}
-	ref := g.refs[g.rng.IntN(len(g.refs))]
+	// Like a real day, most orders that go are recent ones.
+	i := g.rng.IntN(len(g.refs))
+	if g.rng.IntN(10) != 0 {
+		i = len(g.refs) - 1 - g.rng.IntN(min(64, len(g.refs)))
+	}
+	ref := g.refs[i]
 	o := g.orders[ref]
 	switch r = g.rng.IntN(100); {
 	case r < 15: // E
@@ -145,6 +150,15 @@ func (g *gen) step(locate uint16) {
 		g.index[nr] = len(g.refs)
 		g.refs = append(g.refs, nr)
 	}
+}
+
+// addCut keeps the book near 200 resting orders a stock: adds are 43% of
+// messages below that, 30% above.
+func (g *gen) addCut() int {
+	if len(g.refs) < 200*(len(g.mid)-1) {
+		return 470
+	}
+	return 340
 }
 
 func (g *gen) shares() uint32 { return 100 * uint32(1+g.rng.IntN(10)) }
