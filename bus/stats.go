@@ -141,7 +141,7 @@ type StatsFunc func(subject string, msg []byte)
 func (n *Node) SubscribeStats(topic string, f StatsFunc) (stop func() error, err error) {
 	subj := stats.SubjectAll(n.cfg.Prefix)
 	if topic != "" {
-		if err := checkToken("topic", topic); err != nil {
+		if err := checkTopic("topic", topic); err != nil {
 			return nil, err
 		}
 		subj = strings.TrimSuffix(stats.Subject(n.cfg.Prefix, topic, "x"), "x") + "*"

@@ -225,7 +225,7 @@ type Book struct {
 // on the day that starts at midnight (ns since the Unix epoch).
 func NewBook(venue tick.Venue, midnight int64) *Book {
 	b := &Book{venue: venue, day: midnight, stocks: new([1 << 16]*stockBook)}
-	b.orders.init(1 << 16)
+	b.orders.init(1 << 12)
 	return b
 }
 
