@@ -141,11 +141,12 @@ func TestReplay_ITCHFile_EndToEnd_MatchesIndependentBook(t *testing.T) {
 	sub, err := subscriber.New(ctx, subNode, subDevs, subscriber.Config{Topic: "md.nasdaq.itch", Mode: ring.Reliable,
 		Idle: rdma.Yield{}, StatsInterval: -1}, &c)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Close() }) // before the devices go, even when the test fails
 	runErr := make(chan error, 1)
 	go func() { runErr <- sub.Run(ctx) }()
 	pub, err := publisher.New(ctx, pubNode, pubDevs, publisher.Config{Topic: "md.nasdaq.itch", Idle: rdma.Yield{}})
 	require.NoError(t, err)
-	defer pub.Close()
+	t.Cleanup(func() { _ = pub.Close() })
 	require.NoError(t, pub.WaitSubscribers(ctx, 1))
 
 	var progress []feed.Result
@@ -201,6 +202,7 @@ func TestReplay_ABLines_OneDropsOnePercent_NoTickMissing(t *testing.T) {
 	sub, err := subscriber.New(ctx, subNode, subDevs, subscriber.Config{Topic: "md.nasdaq.ab", Mode: ring.Reliable,
 		Idle: rdma.Yield{}, StatsInterval: -1}, &c)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Close() }) // before the devices go, even when the test fails
 	runErr := make(chan error, 1)
 	go func() { runErr <- sub.Run(ctx) }()
 	// A line ahead of the other waits for it to fill what it dropped; on a
@@ -210,11 +212,11 @@ func TestReplay_ABLines_OneDropsOnePercent_NoTickMissing(t *testing.T) {
 	pcfg.ID = "A"
 	pubA, err := publisher.New(ctx, nodeA, devsA, pcfg)
 	require.NoError(t, err)
-	defer pubA.Close()
+	t.Cleanup(func() { _ = pubA.Close() })
 	pcfg.ID = "B"
 	pubB, err := publisher.New(ctx, nodeB, devsB, pcfg)
 	require.NoError(t, err)
-	defer pubB.Close()
+	t.Cleanup(func() { _ = pubB.Close() })
 	require.NoError(t, pubA.WaitSubscribers(ctx, 1))
 	require.NoError(t, pubB.WaitSubscribers(ctx, 1))
 
