@@ -15,7 +15,7 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/feed"
-	"github.com/tickbus/tickbus/feed/internal/itchgen"
+	"github.com/tickbus/tickbus/internal/itchgen"
 	"github.com/tickbus/tickbus/feed/itch"
 	"github.com/tickbus/tickbus/internal/devices"
 	"github.com/tickbus/tickbus/publisher"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickbus/tickbus/feed/internal/itchgen"
+	"github.com/tickbus/tickbus/internal/itchgen"
 	"github.com/tickbus/tickbus/tick"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tickbus/tickbus/feed/internal/itchgen"
+	"github.com/tickbus/tickbus/internal/itchgen"
 	"github.com/tickbus/tickbus/tick"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickbus/tickbus/feed/internal/itchgen"
+	"github.com/tickbus/tickbus/internal/itchgen"
 )
 
 // FuzzFeed: any bytes either replay to the end or stop with an *Error
