@@ -64,6 +64,28 @@ func (t *orders) find(ref uint64) int {
 	}
 }
 
+// add inserts o unless its ref is present (false): one probe for both.
+func (t *orders) add(o order) bool {
+	if 2*(t.n+1) > len(t.slots) {
+		if t.find(o.ref) >= 0 {
+			return false
+		}
+		t.insert(o)
+		return true
+	}
+	i := t.home(o.ref)
+	for t.slots[i].used {
+		if t.slots[i].ref == o.ref {
+			return false
+		}
+		i = (i + 1) & t.mask
+	}
+	o.used = true
+	t.slots[i] = o
+	t.n++
+	return true
+}
+
 // insert adds o, whose ref must not be present.
 func (t *orders) insert(o order) {
 	if 2*(t.n+1) > len(t.slots) { // keep the load at most 1/2
@@ -287,10 +309,9 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 		if side != 'B' && side != 'S' {
 			return 0, errSide
 		}
-		if b.orders.find(ref) >= 0 {
+		if !b.orders.add(order{ref: ref, shares: shares, price: price, locate: locate, side: side}) {
 			return 0, errDuplicate
 		}
-		b.orders.insert(order{ref: ref, shares: shares, price: price, locate: locate, side: side})
 		sb := b.stock(locate)
 		sb.add(sideIndex(side), price, shares)
 	case TypeOrderExecuted, TypeOrderExecutedPrice, TypeOrderCancel:
