@@ -15,9 +15,9 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/feed"
-	"github.com/tickbus/tickbus/internal/itchgen"
 	"github.com/tickbus/tickbus/feed/itch"
 	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/internal/itchgen"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"

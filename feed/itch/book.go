@@ -15,6 +15,7 @@ var (
 	errWrongStock   = fmt.Errorf("%w: stock locate differs from the order's", ErrBook)
 	errSide         = fmt.Errorf("%w: side, want B or S", ErrMalformed)
 	errLocate       = fmt.Errorf("%w: stock locate 0 on an order message", ErrMalformed)
+	errNoShares     = fmt.Errorf("%w: 0 shares", ErrMalformed)
 )
 
 // MaxTicks is the most ticks one message produces: a trade, a bid, an ask.
@@ -309,6 +310,9 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 		if side != 'B' && side != 'S' {
 			return 0, errSide
 		}
+		if shares == 0 {
+			return 0, errNoShares
+		}
 		if !b.orders.add(order{ref: ref, shares: shares, price: price, locate: locate, side: side}) {
 			return 0, errDuplicate
 		}
@@ -324,6 +328,9 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 			return 0, errWrongStock
 		}
 		shares := be.Uint32(m[19:])
+		if shares == 0 {
+			return 0, errNoShares
+		}
 		if shares > o.shares {
 			return 0, errOverExecuted
 		}
@@ -354,6 +361,9 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 		b.orders.remove(i)
 	case TypeOrderReplace:
 		oldRef, newRef, shares, price := be.Uint64(m[11:]), be.Uint64(m[19:]), be.Uint32(m[27:]), p4(m[31:])
+		if shares == 0 {
+			return 0, errNoShares
+		}
 		i := b.orders.find(oldRef)
 		if i < 0 {
 			return 0, errUnknownOrder

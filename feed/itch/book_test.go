@@ -110,6 +110,9 @@ func TestBook_Inconsistent_StopsWithTheMessageNamed(t *testing.T) {
 		"replace, same ref": {cat(hdr('U', 5), b64(1), b64(1), b32(1), b32(1)), nil},
 		"bad side":          {add('A', 5, 2, 'Z', 1, 1), ErrMalformed},
 		"locate 0":          {add('A', 0, 2, 'B', 1, 1), ErrMalformed},
+		"add 0 shares":      {add('A', 5, 2, 'B', 0, 1), ErrMalformed},
+		"exec 0 shares":     {cat(hdr('E', 5), b64(1), b32(0), b64(1)), ErrMalformed},
+		"replace 0":         {cat(hdr('U', 5), b64(1), b64(2), b32(0), b32(1)), ErrMalformed},
 	} {
 		t.Run(name, func(t *testing.T) {
 			after := add('A', 5, 7, 'S', 1, 200_0000)

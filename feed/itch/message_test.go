@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -228,4 +229,19 @@ func TestReader_SmallReads(t *testing.T) {
 	_, err := rd.Next()
 	assert.ErrorIs(t, err, io.EOF)
 	assert.Equal(t, int64(len(raw)), rd.Consumed())
+}
+
+func TestReader_ReadError_AfterTheWholeMessages(t *testing.T) {
+	boom := errors.New("disk on fire")
+	del := cat(hdr('D', 7), b64(9))
+	raw := frame(del, del)
+	rd := NewReader(io.MultiReader(bytes.NewReader(raw[:30]), iotest.ErrReader(boom)))
+	_, err := rd.Next()
+	require.NoError(t, err, "the first message is whole")
+	_, err = rd.Next()
+	require.ErrorIs(t, err, boom)
+	var e *Error
+	require.True(t, errors.As(err, &e))
+	assert.Equal(t, uint64(2), e.Number)
+	assert.Equal(t, int64(21), e.Offset)
 }

@@ -127,17 +127,19 @@ func (rd *Reader) fill() {
 		rd.base += int64(rd.start)
 		rd.start, rd.end = 0, n
 	}
-	for rd.end < len(rd.buf) && !rd.eof {
+	for empty := 0; rd.end < len(rd.buf) && !rd.eof; {
 		n, err := rd.r.Read(rd.buf[rd.end:])
 		rd.end += n
+		if err == nil && n == 0 {
+			if empty++; empty == 100 {
+				err = io.ErrNoProgress
+			}
+		}
 		if err != nil {
 			rd.eof = true
 			if err != io.EOF {
 				rd.rerr = err
 			}
-		}
-		if n == 0 && err == nil {
-			continue
 		}
 		if rd.end-rd.start >= 2+maxLen {
 			return // enough for one message; read more next time
