@@ -298,8 +298,10 @@ func (b *Book) stock(locate uint16) *stockBook {
 func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 	_ = out[MaxTicks-1]
 	var (
-		n      int
-		locate = m.Locate()
+		n       int
+		locate  = m.Locate()
+		sb      *stockBook
+		touched = -1 // the side whose best may have moved
 	)
 	switch m[0] {
 	case TypeAddOrder, TypeAddOrderMPID:
@@ -316,8 +318,8 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 		if !b.orders.add(order{ref: ref, shares: shares, price: price, locate: locate, side: side}) {
 			return 0, errDuplicate
 		}
-		sb := b.stock(locate)
-		sb.add(sideIndex(side), price, shares)
+		sb, touched = b.stock(locate), sideIndex(side)
+		sb.add(touched, price, shares)
 	case TypeOrderExecuted, TypeOrderExecutedPrice, TypeOrderCancel:
 		i := b.orders.find(be.Uint64(m[11:]))
 		if i < 0 {
@@ -342,8 +344,8 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 			out[0] = tick.Tick{Kind: tick.Trade, Price: p4(m[32:]).Units(), Size: uint64(shares)}
 			n = 1
 		}
-		sb := b.stocks[locate]
-		sb.sub(sideIndex(o.side), o.price, shares)
+		sb, touched = b.stocks[locate], sideIndex(o.side)
+		sb.sub(touched, o.price, shares)
 		if o.shares -= shares; o.shares == 0 {
 			b.orders.remove(i)
 		}
@@ -356,8 +358,8 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 		if o.locate != locate {
 			return 0, errWrongStock
 		}
-		sb := b.stocks[locate]
-		sb.sub(sideIndex(o.side), o.price, o.shares)
+		sb, touched = b.stocks[locate], sideIndex(o.side)
+		sb.sub(touched, o.price, o.shares)
 		b.orders.remove(i)
 	case TypeOrderReplace:
 		oldRef, newRef, shares, price := be.Uint64(m[11:]), be.Uint64(m[19:]), be.Uint32(m[27:]), p4(m[31:])
@@ -375,31 +377,27 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 		if newRef != oldRef && b.orders.find(newRef) >= 0 {
 			return 0, errDuplicate
 		}
-		sb := b.stocks[locate]
-		s := sideIndex(o.side)
-		sb.sub(s, o.price, o.shares)
+		sb, touched = b.stocks[locate], sideIndex(o.side)
+		sb.sub(touched, o.price, o.shares)
 		b.orders.remove(i)
 		b.orders.insert(order{ref: newRef, shares: shares, price: price, locate: locate, side: o.side})
-		sb.add(s, price, shares)
+		sb.add(touched, price, shares)
 	case TypeTrade:
 		if locate == 0 {
 			return 0, errLocate
 		}
 		out[0] = tick.Tick{Kind: tick.Trade, Price: p4(m[32:]).Units(), Size: uint64(be.Uint32(m[20:]))}
-		n = 1
-		b.stock(locate) // a stock seen only in trades still has a book
+		n = 1 // a trade against a hidden order leaves the book as it was
 	default:
 		return 0, nil
 	}
-	sb := b.stocks[locate]
-	for s := 0; s < 2; s++ {
-		t := sb.top(s)
-		if t == sb.last[s] {
-			continue
+	// Only the side of the order the message touched can have moved.
+	if touched >= 0 {
+		if t := sb.top(touched); t != sb.last[touched] {
+			sb.last[touched] = t
+			out[n] = tick.Tick{Kind: tick.Bid + tick.Kind(touched), Price: t.price.Units(), Size: t.shares}
+			n++
 		}
-		sb.last[s] = t
-		out[n] = tick.Tick{Kind: tick.Bid + tick.Kind(s), Price: t.price.Units(), Size: t.shares}
-		n++
 	}
 	if n == 0 {
 		return 0, nil
