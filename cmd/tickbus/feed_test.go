@@ -103,3 +103,48 @@ func TestCLI_ITCHReplay_TruncatedFile_NamesOffsetAndMessage(t *testing.T) {
 	assert.Equal(t, 2, p.wait(30*time.Second))
 	assert.Contains(t, p.errOut(), `feed.date = ""`)
 }
+
+// `tickbus pub --feed csv` replays a CSV file; a subscriber of the one
+// topic prints SEQ VENUE #INSTRUMENT KIND PRICE x SIZE xseq=N, no topic.
+func TestCLI_CSVReplay_PrintsEveryRow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs nats-server and two tickbus processes; skipped with -short")
+	}
+	tickbus, natsBin := build(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	port := freePort(t)
+	startNATS(t, ctx, natsBin, port)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	csvFile := "time,instrument,kind,price,size,exchange_seq\n" +
+		"2026-12-01T09:30:00-05:00,7,trade,101.25,300,1\n" +
+		"2026-12-01T09:30:00-05:00,7,bid,101.2,500,1\n" +
+		"2026-12-01T09:30:01-05:00,8,ask,99.5,100,2\n"
+	path := filepath.Join(t.TempDir(), "ticks.csv")
+	require.NoError(t, os.WriteFile(path, []byte(csvFile), 0o600))
+	common := []string{"--nats", url, "--idle", "yield", "--json", "--log-level", "warn", "--topic", "md.csv.test"}
+	sub := start(t, ctx, "sub", tickbus, nil, append([]string{"sub", "--print", "--mode", "reliable"}, common...)...)
+	sub.waitEvent("ready", 30*time.Second)
+	pub := start(t, ctx, "pub", tickbus, nil, append([]string{"pub", "--feed", "csv", "--file", path, "--venue", "XNAS",
+		"--wait", "30s", "--wait-subs", "1"}, common...)...)
+	require.Equal(t, 0, pub.wait(60*time.Second), pub.errOut())
+	assert.Equal(t, uint64(3), num(pub.waitEvent("published", time.Second), "published"))
+	want := []string{
+		"1 XNAS #7 trade 101.25 x 300 xseq=1",
+		"2 XNAS #7 bid 101.20 x 500 xseq=1 flags=0x2",
+		"3 XNAS #8 ask 99.50 x 100 xseq=2 flags=0x2",
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(sub.out(), want[2]) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	sub.signal(15)
+	require.Equal(t, 0, sub.wait(30*time.Second), sub.errOut())
+	var got []string
+	for _, l := range strings.Split(sub.out(), "\n") {
+		if l != "" && l[0] >= '0' && l[0] <= '9' {
+			got = append(got, l)
+		}
+	}
+	assert.Equal(t, want, got)
+}
