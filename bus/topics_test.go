@@ -1,22 +1,26 @@
-package bus
+package bus_test
 
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/bus"
 )
 
 func TestCheckTopic_DottedUpToEightTokens(t *testing.T) {
 	for _, ok := range []string{"equities", "md.nasdaq.itch", "a.b.c.d.e.f.g.h", "x:y.z-1_2", strings.Repeat("a", 128)} {
-		assert.NoError(t, CheckTopic(ok), ok)
+		assert.NoError(t, bus.CheckTopic(ok), ok)
 	}
 	for _, bad := range []string{"", ".", "a.", ".a", "a..b", "a.b.c.d.e.f.g.h.i", "a b", "a.*", "a.>", "é", strings.Repeat("a", 129)} {
-		err := CheckTopic(bad)
+		err := bus.CheckTopic(bad)
 		require.Error(t, err, bad)
-		assert.True(t, errors.Is(err, ErrInvalidConfig))
+		assert.True(t, errors.Is(err, bus.ErrInvalidConfig))
 		assert.Contains(t, err.Error(), "md.nasdaq.itch", "the error shows what is expected")
 	}
 }
@@ -31,16 +35,46 @@ func TestPattern_Match(t *testing.T) {
 		"*.*.>":          {"a.b": false, "a.b.c": true},
 	}
 	for pat, topics := range cases {
-		p, err := ParsePattern(pat)
+		p, err := bus.ParsePattern(pat)
 		require.NoError(t, err, pat)
 		for topic, want := range topics {
 			assert.Equal(t, want, p.Match(topic), "%s ~ %s", pat, topic)
 		}
 	}
 	for _, bad := range []string{"", "a.>.b", "a..b", "a.b*", "a.b.c.d.e.f.g.h.>", "a b"} {
-		_, err := ParsePattern(bad)
-		assert.ErrorIs(t, err, ErrInvalidConfig, bad)
+		_, err := bus.ParsePattern(bad)
+		assert.ErrorIs(t, err, bus.ErrInvalidConfig, bad)
 	}
-	assert.True(t, IsPattern("md.*.itch"))
-	assert.False(t, IsPattern("md.nasdaq.itch"))
+	assert.True(t, bus.IsPattern("md.*.itch"))
+	assert.False(t, bus.IsPattern("md.nasdaq.itch"))
+}
+
+func TestStats_DottedTopics_NeverShareASubject(t *testing.T) {
+	a := openNode(t, testConfig("a", ""))
+	var mu sync.Mutex
+	var got []string
+	stop, err := a.SubscribeStats("md.a", func(subject string, msg []byte) {
+		mu.Lock()
+		got = append(got, string(msg))
+		mu.Unlock()
+	})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, stop()) }()
+	all := map[string]bool{}
+	for _, topic := range []string{"md.a", "md_a", "md.a.b", "md", "md:a"} {
+		subj := a.StatsSubject(topic, "s1")
+		assert.False(t, all[subj], "topic %s shares subject %s", topic, subj)
+		all[subj] = true
+		require.NoError(t, a.PublishStats(topic, "s1", []byte(topic)))
+	}
+	require.NoError(t, a.PublishStats("md.a", "s2", []byte("md.a/s2")))
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= 2
+	}, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // anything misrouted would have arrived too
+	mu.Lock()
+	defer mu.Unlock()
+	assert.ElementsMatch(t, []string{"md.a", "md.a/s2"}, got, "only md.a's stats")
 }

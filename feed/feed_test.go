@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/feed"
+	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/ring"
 	"github.com/tickbus/tickbus/tick"
 )
@@ -133,4 +134,19 @@ func TestParseLine(t *testing.T) {
 	}
 	_, err := feed.ParseLine("AB")
 	assert.ErrorIs(t, err, feed.ErrInvalidConfig)
+}
+
+func TestRandom_OneValidTickPerMessage(t *testing.T) {
+	r, err := feed.NewRandom(publisher.DefaultFeedConfig())
+	require.NoError(t, err)
+	for i := 1; i <= 100; i++ {
+		ts, err := r.Next()
+		require.NoError(t, err)
+		require.Len(t, ts, 1)
+		require.NoError(t, ts[0].Validate())
+		assert.Equal(t, uint64(i), ts[0].ExchSeq)
+		assert.NotZero(t, ts[0].Flags&tick.FlagLastInBatch)
+	}
+	_, err = feed.NewRandom(publisher.FeedConfig{})
+	assert.ErrorIs(t, err, publisher.ErrInvalidConfig)
 }
