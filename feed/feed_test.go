@@ -150,3 +150,26 @@ func TestRandom_OneValidTickPerMessage(t *testing.T) {
 	_, err = feed.NewRandom(publisher.FeedConfig{})
 	assert.ErrorIs(t, err, publisher.ErrInvalidConfig)
 }
+
+// counter publishes nothing and allocates nothing.
+type counter struct{ n int }
+
+func (c *counter) PublishBatch(msgs []ring.Tick) (uint64, error) { c.n += len(msgs); return 1, nil }
+func (c *counter) PublishAt(seq uint64, _ uint16, _ []byte, _ int64) (uint64, error) {
+	c.n++
+	return seq, nil
+}
+
+func TestReplay_AllocatesNothingPerMessage(t *testing.T) {
+	m := msgs(10_000)
+	for _, line := range []feed.Line{feed.NoLine, feed.LineA} {
+		c := &counter{}
+		allocs := testing.AllocsPerRun(3, func() {
+			if _, err := feed.Replay(context.Background(), c, &script{msgs: m}, feed.Config{Line: line}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		assert.Equal(t, 4*20_000, c.n, "every tick of every run")
+		assert.LessOrEqual(t, allocs, 16.0, "line %s: only the replay's set-up allocates, not its 10,000 messages", line)
+	}
+}
