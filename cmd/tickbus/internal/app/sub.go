@@ -226,9 +226,13 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		total.Merge(hist)
 		totalMu.Unlock()
 		if c.JSON {
-			_ = json.NewEncoder(out).Encode(map[string]any{"event": "stats", "received": m.Received, "gaps": m.Gaps,
+			ev := map[string]any{"event": "stats", "received": m.Received, "gaps": m.Gaps,
 				"overruns": m.Overruns, "rate": m.Rate, "provider": m.Provider, "cross_host": m.CrossHost, "p50_ns": hist.ValueAtQuantile(50), "p99_ns": hist.ValueAtQuantile(99),
-				"p999_ns": hist.ValueAtQuantile(99.9), "max_ns": hist.Max()})
+				"p999_ns": hist.ValueAtQuantile(99.9), "max_ns": hist.Max()}
+			if wild {
+				ev["topic"] = m.Topic // a pattern subscription: one stats line per topic
+			}
+			_ = json.NewEncoder(out).Encode(ev)
 			return
 		}
 		lat := "no ticks this interval"
