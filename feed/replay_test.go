@@ -69,7 +69,7 @@ type rig struct {
 }
 
 func newRig(t *testing.T) (*rig, context.Context) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	t.Cleanup(cancel)
 	return &rig{ctx: ctx, t: t}, ctx
 }
@@ -129,6 +129,22 @@ func check(t *testing.T, c *collect, want []tick.Tick) {
 	}
 }
 
+// waitAll waits (bounded: a loaded machine is slow, not wrong) until the
+// subscriber has n ticks, and says what it has if it never does.
+func waitAll(t *testing.T, c *collect, sub *subscriber.Subscriber, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for c.count() < n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := c.count(); got < n {
+		c.mu.Lock()
+		ev := append([]ring.Event(nil), c.events...)
+		c.mu.Unlock()
+		t.Fatalf("subscriber has %d of %d ticks; events %v; counters %+v", got, n, ev, sub.Counters())
+	}
+}
+
 func TestReplay_ITCHFile_EndToEnd_MatchesIndependentBook(t *testing.T) {
 	r, ctx := newRig(t)
 	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -161,7 +177,7 @@ func TestReplay_ITCHFile_EndToEnd_MatchesIndependentBook(t *testing.T) {
 	require.NotEmpty(t, progress)
 	assert.Equal(t, res.Published, progress[len(progress)-1].Published, "the last progress report is the end")
 
-	require.Eventually(t, func() bool { return c.count() >= len(want) }, 20*time.Second, 5*time.Millisecond)
+	waitAll(t, &c, sub, len(want))
 	require.NoError(t, sub.Close())
 	require.NoError(t, <-runErr)
 	check(t, &c, want)
@@ -238,7 +254,7 @@ func TestReplay_ABLines_OneDropsOnePercent_NoTickMissing(t *testing.T) {
 		res, err := feed.Replay(ctx, lossy, openFeed(t, path, day), feed.Config{Line: feed.LineB})
 		results <- out{res, err}
 	}()
-	require.Eventually(t, func() bool { return lossy.dropped.Load() > 0 }, 20*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return lossy.dropped.Load() > 0 }, 60*time.Second, time.Millisecond)
 	go func() {
 		res, err := feed.Replay(ctx, pubA, openFeed(t, path, day), feed.Config{Line: feed.LineA})
 		results <- out{res, err}
@@ -256,7 +272,7 @@ func TestReplay_ABLines_OneDropsOnePercent_NoTickMissing(t *testing.T) {
 	assert.Equal(t, uint64(len(want)), published-uint64(lossy.dropped.Load()), "every tick published once by one line (B counts the ones it lost)")
 	assert.Equal(t, uint64(len(want))-uint64(lossy.dropped.Load()), lost, "the other copy of every tick both lines sent lost the arbitration")
 
-	require.Eventually(t, func() bool { return c.count() >= len(want) }, 20*time.Second, 5*time.Millisecond)
+	waitAll(t, &c, sub, len(want))
 	require.NoError(t, sub.Close())
 	require.NoError(t, <-runErr)
 	check(t, &c, want)
