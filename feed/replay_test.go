@@ -16,8 +16,8 @@ import (
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/feed"
 	"github.com/tickbus/tickbus/feed/itch"
-	"github.com/tickbus/tickbus/internal/devices"
 	"github.com/tickbus/tickbus/internal/itchgen"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
@@ -74,7 +74,7 @@ func newRig(t *testing.T) (*rig, context.Context) {
 	return &rig{ctx: ctx, t: t}, ctx
 }
 
-func (r *rig) node(id string) (*bus.Node, *devices.Set) {
+func (r *rig) node(id string) (*bus.Node, *link.Devices) {
 	cfg := bus.Config{NodeID: id}
 	if r.url != "" {
 		cfg.NATS = bus.NATSConfig{URLs: []string{r.url}}
@@ -85,7 +85,7 @@ func (r *rig) node(id string) (*bus.Node, *devices.Set) {
 	if r.url == "" {
 		r.url = n.ClientURL()
 	}
-	d := devices.New(devices.Config{HostID: n.HostID()})
+	d := link.NewDevices(link.DevicesConfig{HostID: n.HostID()})
 	r.t.Cleanup(func() { _ = d.Close() })
 	return n, d
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
 )
@@ -42,7 +42,7 @@ type Wildcard struct {
 	pat  bus.Pattern
 	cfg  Config
 	node *bus.Node
-	devs *devices.Set
+	devs *link.Devices
 	h    TopicHandler
 	ctx  context.Context
 
@@ -68,7 +68,7 @@ const DiscoverEvery = 50 * time.Millisecond
 // plain topic works too), with cfg for each topic's Subscriber. h may not
 // be nil. ctx bounds each subscription's set-up, and the watch ends when
 // it ends or at Close.
-func NewWildcard(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h TopicHandler) (*Wildcard, error) {
+func NewWildcard(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config, h TopicHandler) (*Wildcard, error) {
 	if node == nil || devs == nil || h == nil {
 		return nil, fmt.Errorf("%w: node, devices and handler are required", ErrInvalidConfig)
 	}

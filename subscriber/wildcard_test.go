@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
@@ -59,7 +59,7 @@ func TestWildcard_ThreeTopicsOneLate_EachKeepsItsOwnSequence(t *testing.T) {
 	b, err := bus.Open(ctx, bus.Config{NodeID: "subs", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
-	devA, devB := devices.New(devices.Config{HostID: a.HostID()}), devices.New(devices.Config{HostID: b.HostID()})
+	devA, devB := link.NewDevices(link.DevicesConfig{HostID: a.HostID()}), link.NewDevices(link.DevicesConfig{HostID: b.HostID()})
 	t.Cleanup(func() { _ = devA.Close() })
 	t.Cleanup(func() { _ = devB.Close() })
 
@@ -130,7 +130,7 @@ func TestWildcard_MiddleStar(t *testing.T) {
 	node, err := bus.Open(ctx, bus.Config{NodeID: "one"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = node.Close() })
-	devs := devices.New(devices.Config{HostID: node.HostID()})
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	t.Cleanup(func() { _ = devs.Close() })
 	for _, topic := range []string{"md.nasdaq.itch", "md.nyse.itch", "md.nasdaq.csv", "md.x.y.itch"} {
 		p, err := publisher.New(ctx, node, devs, publisher.Config{Topic: topic})

@@ -13,13 +13,13 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/internal/config"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/subscriber"
 )
 
 // runWildcard is `tickbus sub --topic PATTERN`: one subscriber per
 // matching topic, present and future, polled together.
-func runWildcard(ctx context.Context, c *config.Config, node *bus.Node, devs *devices.Set, scfg subscriber.Config, h *subHandler,
+func runWildcard(ctx context.Context, c *config.Config, node *bus.Node, devs *link.Devices, scfg subscriber.Config, h *subHandler,
 	out io.Writer, stderr io.Writer, total *hdrhistogram.Histogram, totalMu *sync.Mutex, log zerolog.Logger) int {
 	w, err := subscriber.NewWildcard(ctx, node, devs, scfg, wildHandler{s: h})
 	if err != nil {
