@@ -36,7 +36,8 @@ type Position interface {
 	Consumed() int64  // bytes read so far
 }
 
-// Publisher is what Replay publishes through: *publisher.Publisher.
+// Publisher is what Replay publishes through: a *tickbus.Publisher (the
+// public API) or a *publisher.Publisher.
 type Publisher interface {
 	PublishBatch(msgs []ring.Tick) (uint64, error)
 	PublishAt(seq uint64, typ uint16, payload []byte, publishNs int64) (uint64, error)

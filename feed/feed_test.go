@@ -10,10 +10,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tickbus/tickbus"
 	"github.com/tickbus/tickbus/feed"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/ring"
 	"github.com/tickbus/tickbus/tick"
+)
+
+// Both publishers of the module's API drive a replay.
+var (
+	_ feed.Publisher = (*tickbus.Publisher)(nil)
+	_ feed.Publisher = (*publisher.Publisher)(nil)
 )
 
 // script is a Source of fixed messages, then an optional error.
