@@ -16,31 +16,45 @@ var (
 	errSide         = fmt.Errorf("%w: side, want B or S", ErrMalformed)
 	errLocate       = fmt.Errorf("%w: stock locate 0 on an order message", ErrMalformed)
 	errNoShares     = fmt.Errorf("%w: 0 shares", ErrMalformed)
+	errManyShares   = fmt.Errorf("%w: 2^31 shares or more in one order", ErrMalformed)
 )
 
 // MaxTicks is the most ticks one message produces: a trade, a bid, an ask.
 const MaxTicks = 3
 
-// order is one resting order.
+// order is one resting order in 16 bytes, four to a cache line: the side
+// is the top bit of the shares (no order comes near 2^31 shares), the
+// stock locate lives in a parallel array (orders.locs), and a slot whose
+// qs is 0 is free (an order with no shares left is off the book).
 type order struct {
-	ref    uint64
-	shares uint32
-	price  Price4
-	locate uint16
-	side   byte // 'B' or 'S'
-	used   bool
+	ref   uint64
+	qs    uint32 // shares | sellBit
+	price Price4
+}
+
+const sellBit = 1 << 31
+
+func (o *order) shares() uint32 { return o.qs &^ sellBit }
+
+// side is 0 for a bid, 1 for an ask.
+func (o *order) side() int { return int(o.qs >> 31) }
+
+func newOrder(ref uint64, side int, shares uint32, price Price4) order {
+	return order{ref: ref, qs: shares | uint32(side)<<31, price: price}
 }
 
 // orders is an open-addressing hash table of resting orders by reference
 // (linear probing, backward-shift deletion): no allocation once grown.
 type orders struct {
 	slots []order
+	locs  []uint16 // each slot's stock locate
 	mask  uint64
 	n     int
 }
 
 func (t *orders) init(capPow2 int) {
 	t.slots = make([]order, capPow2)
+	t.locs = make([]uint16, capPow2)
 	t.mask = uint64(capPow2 - 1)
 	t.n = 0
 }
@@ -56,7 +70,7 @@ func (t *orders) home(ref uint64) uint64 { return ref & t.mask }
 func (t *orders) find(ref uint64) int {
 	for i := t.home(ref); ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
-		if !s.used {
+		if s.qs == 0 {
 			return -1
 		}
 		if s.ref == ref {
@@ -65,45 +79,44 @@ func (t *orders) find(ref uint64) int {
 	}
 }
 
-// add inserts o unless its ref is present (false): one probe for both.
-func (t *orders) add(o order) bool {
+// add inserts o (with shares) at locate unless its ref is present
+// (false): one probe for both.
+func (t *orders) add(o order, locate uint16) bool {
 	if 2*(t.n+1) > len(t.slots) {
 		if t.find(o.ref) >= 0 {
 			return false
 		}
-		t.insert(o)
+		t.insert(o, locate)
 		return true
 	}
 	i := t.home(o.ref)
-	for t.slots[i].used {
+	for t.slots[i].qs != 0 {
 		if t.slots[i].ref == o.ref {
 			return false
 		}
 		i = (i + 1) & t.mask
 	}
-	o.used = true
-	t.slots[i] = o
+	t.slots[i], t.locs[i] = o, locate
 	t.n++
 	return true
 }
 
-// insert adds o, whose ref must not be present.
-func (t *orders) insert(o order) {
+// insert adds o (with shares), whose ref must not be present.
+func (t *orders) insert(o order, locate uint16) {
 	if 2*(t.n+1) > len(t.slots) { // keep the load at most 1/2
-		old := t.slots
+		old, locs := t.slots, t.locs
 		t.init(2 * len(old))
 		for i := range old {
-			if old[i].used {
-				t.insert(old[i])
+			if old[i].qs != 0 {
+				t.insert(old[i], locs[i])
 			}
 		}
 	}
-	o.used = true
 	i := t.home(o.ref)
-	for t.slots[i].used {
+	for t.slots[i].qs != 0 {
 		i = (i + 1) & t.mask
 	}
-	t.slots[i] = o
+	t.slots[i], t.locs[i] = o, locate
 	t.n++
 }
 
@@ -111,18 +124,18 @@ func (t *orders) insert(o order) {
 func (t *orders) remove(i int) {
 	j := uint64(i)
 	for {
-		t.slots[j].used = false
+		t.slots[j].qs = 0
 		k := j
 		for {
 			k = (k + 1) & t.mask
-			if !t.slots[k].used {
+			if t.slots[k].qs == 0 {
 				t.n--
 				return
 			}
 			h := t.home(t.slots[k].ref)
 			// Move k into the hole at j unless its home lies cyclically in (j, k].
 			if (j < k && (h <= j || h > k)) || (j > k && h <= j && h > k) {
-				t.slots[j] = t.slots[k]
+				t.slots[j], t.locs[j] = t.slots[k], t.locs[k]
 				j = k
 				break
 			}
@@ -131,7 +144,7 @@ func (t *orders) remove(i int) {
 }
 
 func (t *orders) reset() {
-	clear(t.slots)
+	clear(t.slots) // locs need no clearing: a slot with qs 0 is free
 	t.n = 0
 }
 
@@ -315,7 +328,10 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 		if shares == 0 {
 			return 0, errNoShares
 		}
-		if !b.orders.add(order{ref: ref, shares: shares, price: price, locate: locate, side: side}) {
+		if shares&sellBit != 0 {
+			return 0, errManyShares
+		}
+		if !b.orders.add(newOrder(ref, sideIndex(side), shares, price), locate) {
 			return 0, errDuplicate
 		}
 		sb, touched = b.stock(locate), sideIndex(side)
@@ -326,14 +342,14 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 			return 0, errUnknownOrder
 		}
 		o := &b.orders.slots[i]
-		if o.locate != locate {
+		if b.orders.locs[i] != locate {
 			return 0, errWrongStock
 		}
 		shares := be.Uint32(m[19:])
 		if shares == 0 {
 			return 0, errNoShares
 		}
-		if shares > o.shares {
+		if shares > o.shares() {
 			return 0, errOverExecuted
 		}
 		switch {
@@ -344,9 +360,9 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 			out[0] = tick.Tick{Kind: tick.Trade, Price: p4(m[32:]).Units(), Size: uint64(shares)}
 			n = 1
 		}
-		sb, touched = b.stocks[locate], sideIndex(o.side)
+		sb, touched = b.stocks[locate], o.side()
 		sb.sub(touched, o.price, shares)
-		if o.shares -= shares; o.shares == 0 {
+		if o.qs -= shares; o.shares() == 0 { // shares <= o.shares(): the side bit stays
 			b.orders.remove(i)
 		}
 	case TypeOrderDelete:
@@ -355,32 +371,35 @@ func (b *Book) Apply(m Message, seq uint64, out []tick.Tick) (int, error) {
 			return 0, errUnknownOrder
 		}
 		o := b.orders.slots[i]
-		if o.locate != locate {
+		if b.orders.locs[i] != locate {
 			return 0, errWrongStock
 		}
-		sb, touched = b.stocks[locate], sideIndex(o.side)
-		sb.sub(touched, o.price, o.shares)
+		sb, touched = b.stocks[locate], o.side()
+		sb.sub(touched, o.price, o.shares())
 		b.orders.remove(i)
 	case TypeOrderReplace:
 		oldRef, newRef, shares, price := be.Uint64(m[11:]), be.Uint64(m[19:]), be.Uint32(m[27:]), p4(m[31:])
 		if shares == 0 {
 			return 0, errNoShares
 		}
+		if shares&sellBit != 0 {
+			return 0, errManyShares
+		}
 		i := b.orders.find(oldRef)
 		if i < 0 {
 			return 0, errUnknownOrder
 		}
 		o := b.orders.slots[i]
-		if o.locate != locate {
+		if b.orders.locs[i] != locate {
 			return 0, errWrongStock
 		}
 		if newRef != oldRef && b.orders.find(newRef) >= 0 {
 			return 0, errDuplicate
 		}
-		sb, touched = b.stocks[locate], sideIndex(o.side)
-		sb.sub(touched, o.price, o.shares)
+		sb, touched = b.stocks[locate], o.side()
+		sb.sub(touched, o.price, o.shares())
 		b.orders.remove(i)
-		b.orders.insert(order{ref: newRef, shares: shares, price: price, locate: locate, side: o.side})
+		b.orders.insert(newOrder(newRef, touched, shares, price), locate)
 		sb.add(touched, price, shares)
 	case TypeTrade:
 		if locate == 0 {

@@ -113,6 +113,7 @@ func TestBook_Inconsistent_StopsWithTheMessageNamed(t *testing.T) {
 		"add 0 shares":      {add('A', 5, 2, 'B', 0, 1), ErrMalformed},
 		"exec 0 shares":     {cat(hdr('E', 5), b64(1), b32(0), b64(1)), ErrMalformed},
 		"replace 0":         {cat(hdr('U', 5), b64(1), b64(2), b32(0), b32(1)), ErrMalformed},
+		"2^31 shares":       {add('A', 5, 2, 'S', 1<<31, 1), ErrMalformed},
 	} {
 		t.Run(name, func(t *testing.T) {
 			after := add('A', 5, 7, 'S', 1, 200_0000)
@@ -192,7 +193,7 @@ func TestOrders_RemoveKeepsEveryOtherFindable(t *testing.T) {
 	o.init(8)
 	live := map[uint64]bool{}
 	for i := uint64(1); i < 5000; i++ {
-		o.insert(order{ref: i * 7, shares: 1})
+		o.insert(newOrder(i*7, int(i%2), 1, 1), uint16(i))
 		live[i*7] = true
 		if i%3 == 0 {
 			r := (i - 1) * 7
@@ -204,7 +205,11 @@ func TestOrders_RemoveKeepsEveryOtherFindable(t *testing.T) {
 	}
 	assert.Equal(t, len(live), o.n)
 	for r := range live {
-		assert.GreaterOrEqual(t, o.find(r), 0, "ref %d", r)
+		i := o.find(r)
+		require.GreaterOrEqual(t, i, 0, "ref %d", r)
+		assert.Equal(t, uint16(r/7), o.locs[i], "ref %d kept its locate through the shifts", r)
+		assert.Equal(t, int(r/7%2), o.slots[i].side(), "ref %d kept its side", r)
+		assert.Equal(t, uint32(1), o.slots[i].shares())
 	}
 	assert.Equal(t, -1, o.find(3))
 }
