@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -74,16 +75,115 @@ func (b *Backoff) Idle(workCount int) {
 
 func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 
-// ParseIdle makes a fresh strategy from its configuration name: "spin",
-// "yield" or "backoff".
+// Adaptive spins for a while after the last work, then yields, then parks:
+// the default strategy. Backoff counts idle calls, so on a fast poll its
+// spins and yields last nanoseconds and it parks between the ticks of any
+// feed slower than a million a second; a park costs a timer wake-up (up to
+// a millisecond in the Go runtime, whatever the sleep asked). Adaptive
+// counts time instead: while work keeps coming within SpinFor, it never
+// leaves the spin, so a paced feed of thousands of ticks a second is
+// received within microseconds, and an idle poller parks SpinFor+YieldFor
+// after its last work and from then on wakes about every MaxPark, a fraction
+// of a percent of a core.
+//
+// While spinning it reads the clock (vDSO, no syscall) once every
+// adaptiveClockEvery idle calls; a call with work costs a compare. One
+// strategy per poll loop; only Parks may be called from other goroutines.
+type Adaptive struct {
+	SpinFor  time.Duration // busy-spin this long after the last work
+	YieldFor time.Duration // then runtime.Gosched this long
+	MinPark  time.Duration // then sleep, from MinPark doubling ...
+	MaxPark  time.Duration // ... up to MaxPark
+
+	since time.Duration // clock at the first idle call after work; 0: not idle
+	calls uint32        // idle calls since the clock was last read
+	phase uint32        // adaptiveSpin, adaptiveYield or adaptivePark
+	park  time.Duration // next sleep in the park phase
+	parks atomic.Uint64 // sleeps taken; read by Parks
+}
+
+// Adaptive's defaults (NewAdaptive).
+const (
+	DefaultSpinFor  = 200 * time.Microsecond
+	DefaultYieldFor = 800 * time.Microsecond
+	DefaultMinPark  = 50 * time.Microsecond
+	DefaultMaxPark  = time.Millisecond
+)
+
+const (
+	adaptiveSpin = iota
+	adaptiveYield
+	adaptivePark
+
+	adaptiveClockEvery = 64 // idle spins between clock reads
+)
+
+// adaptiveEpoch is before any call, so clock() is monotonic and never 0.
+var adaptiveEpoch = time.Now().Add(-time.Second)
+
+func clock() time.Duration { return time.Since(adaptiveEpoch) }
+
+// NewAdaptive returns an Adaptive with the defaults: spin 200 µs after the
+// last work, yield 800 µs more, then park 50 µs doubling to 1 ms.
+func NewAdaptive() *Adaptive {
+	return &Adaptive{SpinFor: DefaultSpinFor, YieldFor: DefaultYieldFor, MinPark: DefaultMinPark, MaxPark: DefaultMaxPark}
+}
+
+func (a *Adaptive) Idle(workCount int) {
+	if workCount > 0 {
+		if a.since != 0 {
+			a.Reset()
+		}
+		return
+	}
+	if a.since == 0 {
+		a.since, a.calls = clock(), 0
+		return
+	}
+	switch a.phase {
+	case adaptiveSpin:
+		if a.calls++; a.calls < adaptiveClockEvery {
+			return
+		}
+		a.calls = 0
+		if clock()-a.since < a.SpinFor {
+			return
+		}
+		a.phase = adaptiveYield
+		fallthrough
+	case adaptiveYield:
+		runtime.Gosched()
+		if clock()-a.since < a.SpinFor+a.YieldFor {
+			return
+		}
+		a.phase, a.park = adaptivePark, max(a.MinPark, time.Microsecond)
+	default:
+		time.Sleep(a.park)
+		a.parks.Add(1)
+		if a.park *= 2; a.park > a.MaxPark {
+			a.park = max(a.MaxPark, time.Microsecond)
+		}
+	}
+}
+
+// Reset returns to the spin phase, as work does.
+func (a *Adaptive) Reset() { a.since, a.calls, a.phase, a.park = 0, 0, adaptiveSpin, 0 }
+
+// Parks is how many times the strategy has slept; safe from any goroutine.
+func (a *Adaptive) Parks() uint64 { return a.parks.Load() }
+
+// ParseIdle makes a fresh strategy from its configuration name: "adaptive"
+// (also ""), "spin", "yield" or "backoff".
 func ParseIdle(name string) (IdleStrategy, error) {
 	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "adaptive", "":
+		return NewAdaptive(), nil
 	case "spin", "busy-spin", "busyspin":
 		return BusySpin{}, nil
 	case "yield":
 		return Yield{}, nil
-	case "backoff", "":
+	case "backoff":
 		return NewBackoff(), nil
 	}
-	return nil, fmt.Errorf("%w: idle strategy %q, want spin, yield or backoff", ErrInvalidConfig, name)
+	return nil, fmt.Errorf("%w: idle strategy %q, want adaptive, spin, yield or backoff", ErrInvalidConfig, name)
 }

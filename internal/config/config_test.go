@@ -120,7 +120,7 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"tiny slot":   {"sub", func(c *Config) { c.Ring.SlotSize = 64 }, "ring.slot_size = 64: want room for a 56-byte tick"},
 		"mode":        {"sub", func(c *Config) { c.Ring.Mode = "fast" }, `ring.mode = "fast": want lossy (never slow the publisher) or reliable`},
 		"wait subs":   {"pub", func(c *Config) { c.Pub.WaitSubscribers = -1 }, "pub.wait_subscribers = -1"},
-		"idle":        {"pub", func(c *Config) { c.Idle = "nap" }, `idle = "nap": want spin, yield or backoff`},
+		"idle":        {"pub", func(c *Config) { c.Idle = "nap" }, `idle = "nap": want adaptive, spin, yield or backoff`},
 		"topic":       {"pub", func(c *Config) { c.Topic = "a.b" }, `topic = "a.b": want characters`},
 		"empty topic": {"pub", func(c *Config) { c.Topic = "" }, `topic = "": want 1..128`},
 		"topic chars": {"pub", func(c *Config) { c.Topic = "a b" }, `topic = "a b"`},
