@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -60,6 +61,31 @@ func BenchmarkPublish(b *testing.B) {
 			b.StopTimer()
 			reportCPU(b, c0)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ticks/s")
+		})
+	}
+}
+
+// BenchmarkPublishFanOut is single-tick Publish into N lossy rings with no
+// readers: cpu-ns/op grows by what each extra subscriber costs the
+// publisher (target: at most 15 ns per subscriber).
+func BenchmarkPublishFanOut(b *testing.B) {
+	for _, n := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			tp := newTopo(b, HomeConfig{}, WriterConfig{})
+			for i := 0; i < n; i++ {
+				tp.addRing(RingConfig{Slots: 1 << 14, Mode: Lossy})
+			}
+			payload := make([]byte, 64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			c0 := cpuNow()
+			for i := 0; i < b.N; i++ {
+				if _, err := tp.w.Publish(1, payload, int64(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			reportCPU(b, c0)
 		})
 	}
 }
