@@ -80,18 +80,20 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 // spins and yields last nanoseconds and it parks between the ticks of any
 // feed slower than a million a second; a park costs a timer wake-up (up to
 // a millisecond in the Go runtime, whatever the sleep asked). Adaptive
-// counts time instead: while work keeps coming within SpinFor, it never
-// leaves the spin, so a paced feed of thousands of ticks a second is
-// received within microseconds, and an idle poller parks SpinFor+YieldFor
-// after its last work and from then on wakes about every MaxPark, a fraction
-// of a percent of a core.
+// counts time instead: for SpinFor after the last work it busy-spins; for
+// YieldFor more it yields the CPU on every call (runtime.Gosched, and on
+// Linux sched_yield, so that pollers that outnumber the cores take turns
+// within microseconds instead of the kernel's time slices); then it parks,
+// sleeping MinPark doubling to MaxPark. A feed of thousands of ticks a
+// second is received within microseconds, and an idle poller wakes about
+// every MaxPark: a fraction of a percent of a core.
 //
 // While spinning it reads the clock (vDSO, no syscall) once every
 // adaptiveClockEvery idle calls; a call with work costs a compare. One
 // strategy per poll loop; only Parks may be called from other goroutines.
 type Adaptive struct {
 	SpinFor  time.Duration // busy-spin this long after the last work
-	YieldFor time.Duration // then runtime.Gosched this long
+	YieldFor time.Duration // then yield the CPU on every call this long
 	MinPark  time.Duration // then sleep, from MinPark doubling ...
 	MaxPark  time.Duration // ... up to MaxPark
 
@@ -104,8 +106,8 @@ type Adaptive struct {
 
 // Adaptive's defaults (NewAdaptive).
 const (
-	DefaultSpinFor  = 200 * time.Microsecond
-	DefaultYieldFor = 800 * time.Microsecond
+	DefaultSpinFor  = 50 * time.Microsecond
+	DefaultYieldFor = 950 * time.Microsecond
 	DefaultMinPark  = 50 * time.Microsecond
 	DefaultMaxPark  = time.Millisecond
 )
@@ -123,8 +125,8 @@ var adaptiveEpoch = time.Now().Add(-time.Second)
 
 func clock() time.Duration { return time.Since(adaptiveEpoch) }
 
-// NewAdaptive returns an Adaptive with the defaults: spin 200 µs after the
-// last work, yield 800 µs more, then park 50 µs doubling to 1 ms.
+// NewAdaptive returns an Adaptive with the defaults: spin 50 µs after the
+// last work, yield 950 µs more, then park 50 µs doubling to 1 ms.
 func NewAdaptive() *Adaptive {
 	return &Adaptive{SpinFor: DefaultSpinFor, YieldFor: DefaultYieldFor, MinPark: DefaultMinPark, MaxPark: DefaultMaxPark}
 }
@@ -153,6 +155,7 @@ func (a *Adaptive) Idle(workCount int) {
 		fallthrough
 	case adaptiveYield:
 		runtime.Gosched()
+		osYield()
 		if clock()-a.since < a.SpinFor+a.YieldFor {
 			return
 		}
