@@ -88,8 +88,9 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 // second is received within microseconds, and an idle poller wakes about
 // every MaxPark: a fraction of a percent of a core.
 //
-// While spinning it reads the clock (vDSO, no syscall) once every
-// adaptiveClockEvery idle calls; a call with work costs a compare. One
+// While spinning it reads the clock (vDSO, no syscall) and lets other
+// goroutines run (runtime.Gosched) once every adaptiveClockEvery idle
+// calls; a call with work costs a compare. One
 // strategy per poll loop; only Parks may be called from other goroutines.
 type Adaptive struct {
 	SpinFor  time.Duration // busy-spin this long after the last work
@@ -149,6 +150,10 @@ func (a *Adaptive) Idle(workCount int) {
 		}
 		a.calls = 0
 		if clock()-a.since < a.SpinFor {
+			// Let this P's other goroutines run now and then (a provider's
+			// helpers, timers): with every P spinning they would wait for
+			// the scheduler's preemption, 10 ms.
+			runtime.Gosched()
 			return
 		}
 		a.phase = adaptiveYield

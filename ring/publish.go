@@ -577,10 +577,12 @@ func (w *Writer) readHead(t *target) bool {
 			continue
 		}
 		if w.expired() {
+			w.idle.Reset()
 			return false
 		}
 		w.idle.Idle(0)
 	}
+	w.idle.Reset() // the wait is over: a time-based strategy spins again next time
 	if !w.claimOK {
 		w.drop(t, rdma.ErrCompletion)
 		return false
