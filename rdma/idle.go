@@ -80,18 +80,22 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 // spins and yields last nanoseconds and it parks between the ticks of any
 // feed slower than a million a second; a park costs a timer wake-up (up to
 // a millisecond in the Go runtime, whatever the sleep asked). Adaptive
-// counts time instead: for SpinFor after the last work it busy-spins; for
-// YieldFor more it yields the CPU on every call (runtime.Gosched, and on
-// Linux sched_yield, so that pollers that outnumber the cores take turns
-// within microseconds instead of the kernel's time slices); then it parks,
-// sleeping MinPark doubling to MaxPark. A feed of thousands of ticks a
-// second is received within microseconds, and an idle poller wakes about
-// every MaxPark: a fraction of a percent of a core.
+// counts time instead: for SpinFor after the last work it spins, yielding
+// (runtime.Gosched, and on Linux sched_yield) once every
+// adaptiveClockEvery calls; for YieldFor more it yields on every call; then
+// it parks, sleeping MinPark doubling to MaxPark. A feed of thousands of
+// ticks a second is received within microseconds; pollers that outnumber
+// the cores (the demo: a pacing publisher and two subscribers on two
+// cores) take turns within microseconds instead of the kernel's time
+// slices; and an idle poller wakes about every MaxPark, a fraction of a
+// percent of a core. BusySpin remains the lowest latency, at a core per
+// poller.
 //
-// While spinning it reads the clock (vDSO, no syscall) and lets other
-// goroutines run (runtime.Gosched) once every adaptiveClockEvery idle
-// calls; a call with work costs a compare. One
-// strategy per poll loop; only Parks may be called from other goroutines.
+// It reads the clock (vDSO) at most once per adaptiveClockEvery spins; a
+// call with work costs a compare. The contract of IdleStrategy matters
+// here: a wait that ends without Idle(n > 0) must call Reset, or the next
+// wait starts where this one left off (parked). One strategy per poll
+// loop; only Parks may be called from other goroutines.
 type Adaptive struct {
 	SpinFor  time.Duration // busy-spin this long after the last work
 	YieldFor time.Duration // then yield the CPU on every call this long
@@ -150,10 +154,13 @@ func (a *Adaptive) Idle(workCount int) {
 		}
 		a.calls = 0
 		if clock()-a.since < a.SpinFor {
-			// Let this P's other goroutines run now and then (a provider's
-			// helpers, timers): with every P spinning they would wait for
-			// the scheduler's preemption, 10 ms.
+			// Now and then let this P's other goroutines run (a provider's
+			// helpers, timers: with every P spinning they would wait for
+			// the runtime's preemption, 10 ms) and other threads have the
+			// core (pollers that outnumber the cores would otherwise wait
+			// for the kernel's time slice, milliseconds).
 			runtime.Gosched()
+			osYield()
 			return
 		}
 		a.phase = adaptiveYield
