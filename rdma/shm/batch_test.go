@@ -122,6 +122,36 @@ func TestQP_PostSendBatch_RefusedWriteAfterGoodOnesFlushesTheRest(t *testing.T) 
 	assert.Equal(t, rdma.QPError, qp.State())
 }
 
+// Requests that switch between local offsets, then one with an unknown
+// lkey mid-chain: the good ones land where each says, the bad one fails
+// with a local protection error, and the rest is flushed.
+func TestQP_PostSendBatch_UnknownLocalKeyMidChainFailsThatRequest(t *testing.T) {
+	qp, cq, local, target := batchRig(t, 16)
+	binary.LittleEndian.PutUint64(local.Bytes()[0:], 1)
+	binary.LittleEndian.PutUint64(local.Bytes()[8:], 2)
+	unknownL := writeWR(local, target, 0, 8, 40, 0)
+	unknownL.Local.LKey ^= 0xffff
+	wrs := []rdma.WorkRequest{
+		writeWR(local, target, 0, 8, 0, 0),
+		writeWR(local, target, 8, 8, 8, 0),
+		writeWR(local, target, 0, 8, 16, rdma.FlagSignaled),
+		unknownL,
+		writeWR(local, target, 8, 8, 48, rdma.FlagSignaled),
+	}
+	n, err := qp.(rdma.BatchPoster).PostSendBatch(wrs)
+	require.NoError(t, err)
+	require.Equal(t, 5, n)
+	dst := target.Bytes()
+	assert.Equal(t, []uint64{1, 2, 1, 0, 0, 0, 0},
+		[]uint64{binary.LittleEndian.Uint64(dst[0:]), binary.LittleEndian.Uint64(dst[8:]), binary.LittleEndian.Uint64(dst[16:]),
+			binary.LittleEndian.Uint64(dst[24:]), binary.LittleEndian.Uint64(dst[32:]), binary.LittleEndian.Uint64(dst[40:]),
+			binary.LittleEndian.Uint64(dst[48:])})
+	comps := make([]rdma.Completion, 8)
+	require.Equal(t, 3, cq.Poll(comps))
+	assert.Equal(t, []rdma.Status{rdma.StatusSuccess, rdma.StatusLocalProtection, rdma.StatusFlushed},
+		[]rdma.Status{comps[0].Status, comps[1].Status, comps[2].Status})
+}
+
 // Other ops in a chain (a READ between WRITEs) run in order with them.
 func TestQP_PostSendBatch_MixedOpsRunInOrder(t *testing.T) {
 	qp, cq, local, target := batchRig(t, 16)
