@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -230,4 +232,19 @@ func TestLog_Logger_WritesTheChosenFormat(t *testing.T) {
 	l.Debug().Msg("shown")
 	assert.Contains(t, buf.String(), "shown")
 	assert.NotContains(t, buf.String(), "{")
+}
+
+// With no tuning flags, every poll loop gets the adaptive strategy: it
+// spins while ticks come and parks when idle (rdma.Adaptive).
+func TestDefault_IdleIsAdaptive(t *testing.T) {
+	c := Default()
+	assert.Equal(t, "adaptive", c.Idle)
+	s, err := rdma.ParseIdle(c.Idle)
+	require.NoError(t, err)
+	assert.IsType(t, &rdma.Adaptive{}, s)
+	for _, f := range []string{"demo.yaml", "pub.yaml", "sub.yaml"} {
+		raw, err := os.ReadFile(filepath.Join("../../configs", f))
+		require.NoError(t, err)
+		assert.Contains(t, string(raw), "idle: adaptive", "%s shows the default", f)
+	}
 }
