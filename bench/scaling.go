@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma/shm"
 	"github.com/tickbus/tickbus/ring"
 )
@@ -131,11 +131,11 @@ func writeScalingFiles(dir string, pts []ScalePoint) error {
 }
 
 // Fan-out cost, in process: one ring.Writer (the publisher's hot path) on a
-// real shm device with n lossy subscriber rings connected through loopback
-// QPs, as across processes, and no readers, so the figure is the
-// publisher's own CPU per tick (thread CPU time, not wall time: it does not
-// depend on how many cores the host has, nor much on its load). The cost of
-// each extra subscriber is the slope from 1 to n.
+// real shm device with n lossy subscriber rings, connected through loopback
+// queue pairs made as the product makes them (link.Open), and no readers,
+// so the figure is the publisher's own CPU per tick (thread CPU time, not
+// wall time: it does not depend on how many cores the host has, nor much on
+// its load). The cost of each extra subscriber is the slope from 1 to n.
 
 // fanOutCPUTicks is how many ticks each in-process measurement publishes.
 const fanOutCPUTicks = 100_000
@@ -154,68 +154,50 @@ func fanOutCPU(ctx context.Context, n int) (float64, error) {
 		}
 		_ = dev.Close()
 	}()
-	newCQ := func() (rdma.CompletionQueue, error) {
-		cq, err := dev.CreateCQ(4096)
-		if err == nil {
-			closers = append(closers, cq)
+	// Queue pairs as the product makes them (link.Open with the writer's
+	// and the responder's profiles: a CQ of its own per pair, each polled
+	// by the writer), connected both ways on the one device.
+	pair := func() (w, r link.Conn, err error) {
+		if w, err = link.Open(dev, link.Writer); err != nil {
+			return w, r, err
 		}
-		return cq, err
-	}
-	pair := func(acq, bcq rdma.CompletionQueue) (rdma.QueuePair, error) {
-		qa, err := dev.CreateQP(rdma.QPConfig{SendCQ: acq, RecvCQ: acq, SendDepth: 256})
-		if err != nil {
-			return nil, err
+		closers = append(closers, w)
+		if r, err = link.Open(dev, link.Responder); err != nil {
+			return w, r, err
 		}
-		closers = append(closers, qa)
-		qb, err := dev.CreateQP(rdma.QPConfig{SendCQ: bcq, RecvCQ: bcq, SendDepth: 256})
-		if err != nil {
-			return nil, err
-		}
-		closers = append(closers, qb)
+		closers = append(closers, r)
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := qa.Connect(cctx, qb.LocalEndpoint()); err != nil {
-			return nil, err
+		if err = w.QP.Connect(cctx, r.QP.LocalEndpoint()); err != nil {
+			return w, r, err
 		}
-		return qa, qb.Connect(cctx, qa.LocalEndpoint())
+		return w, r, r.QP.Connect(cctx, w.QP.LocalEndpoint())
 	}
 	home, err := ring.NewHome(dev, ring.HomeConfig{})
 	if err != nil {
 		return 0, err
 	}
 	closers = append(closers, home)
-	wcq, err := newCQ()
+	hw, _, err := pair()
 	if err != nil {
 		return 0, err
 	}
-	hcq, err := newCQ()
-	if err != nil {
-		return 0, err
-	}
-	rcq, err := newCQ()
-	if err != nil {
-		return 0, err
-	}
-	hq, err := pair(wcq, hcq)
-	if err != nil {
-		return 0, err
-	}
-	w, err := ring.NewWriter(ring.WriterConfig{Device: dev, CQ: wcq, HomeQP: hq, Home: home.Desc(), Timeout: 10 * time.Second})
+	w, err := ring.NewWriter(ring.WriterConfig{Device: dev, CQ: hw.CQ, HomeQP: hw.QP, Home: home.Desc(), Timeout: 10 * time.Second})
 	if err != nil {
 		return 0, err
 	}
 	closers = append(closers, w)
 	for i := 0; i < n; i++ {
-		r, err := ring.NewRing(dev, ring.RingConfig{Slots: 1 << 14, Mode: ring.Lossy, CQ: rcq})
+		tw, tr, err := pair()
+		if err != nil {
+			return 0, err
+		}
+		r, err := ring.NewRing(dev, ring.RingConfig{Slots: 1 << 14, Mode: ring.Lossy, CQ: tr.CQ})
 		if err != nil {
 			return 0, err
 		}
 		closers = append(closers, r)
-		wq, err := pair(wcq, rcq)
-		if err != nil {
-			return 0, err
-		}
-		if _, err := w.AddTarget(ring.Target{ID: uint64(i), QP: wq, Ring: r.Desc()}); err != nil {
+		if _, err := w.AddTarget(ring.Target{ID: uint64(i), QP: tw.QP, CQ: tw.CQ, Ring: r.Desc()}); err != nil {
 			return 0, err
 		}
 	}
