@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/rdma"
@@ -27,11 +28,14 @@ type options struct {
 	keyFile        string
 	waitForServer  bool
 	nodeID, hostID string
+	prefix         string
 	provider       string
 	tcpListen      string
 	tcpAdvertise   string
 	connectTimeout time.Duration
 	log            zerolog.Logger
+	allowPub       map[string][]string
+	allowSub       map[string][]string
 }
 
 // WithNATS connects to an external NATS server or cluster
@@ -100,6 +104,53 @@ func WithUserPassword(user, password string) Option {
 	}
 }
 
+// WithAllowPublish lets only the identities keys (public user nkeys,
+// "U…", or "*" for every signed identity) publish on topic ("*": every
+// topic); without any WithAllowPublish every signed identity may. The
+// node's own identity is the user nkey of WithCredentials or WithNKeySeed.
+// Repeatable. See SECURITY.md.
+func WithAllowPublish(topic string, keys ...string) Option {
+	return func(o *options) error {
+		if topic == "" || len(keys) == 0 {
+			return optErr("WithAllowPublish", fmt.Sprintf("%q %q", topic, keys), "a topic (or *) and at least one key")
+		}
+		if err := checkKeys("WithAllowPublish", keys); err != nil {
+			return err
+		}
+		if o.allowPub == nil {
+			o.allowPub = map[string][]string{}
+		}
+		o.allowPub[topic] = append(o.allowPub[topic], keys...)
+		return nil
+	}
+}
+
+// WithAllowSubscribe is WithAllowPublish for subscribing.
+func WithAllowSubscribe(topic string, keys ...string) Option {
+	return func(o *options) error {
+		if topic == "" || len(keys) == 0 {
+			return optErr("WithAllowSubscribe", fmt.Sprintf("%q %q", topic, keys), "a topic (or *) and at least one key")
+		}
+		if err := checkKeys("WithAllowSubscribe", keys); err != nil {
+			return err
+		}
+		if o.allowSub == nil {
+			o.allowSub = map[string][]string{}
+		}
+		o.allowSub[topic] = append(o.allowSub[topic], keys...)
+		return nil
+	}
+}
+
+func checkKeys(option string, keys []string) error {
+	for _, k := range keys {
+		if k != "*" && !nkeys.IsValidPublicUserKey(k) {
+			return optErr(option, fmt.Sprintf("%q", k), `a public user nkey (U…) or "*"`)
+		}
+	}
+	return nil
+}
+
 // WithToken authenticates with a token.
 func WithToken(token string) Option {
 	return func(o *options) error {
@@ -140,6 +191,18 @@ func WithNodeID(id string) Option {
 			return optErr("WithNodeID", `""`, "a non-empty id")
 		}
 		o.nodeID = id
+		return nil
+	}
+}
+
+// WithPrefix is the first token of every NATS subject the client uses
+// (default "tickbus"): clients see only the bus of their own prefix.
+func WithPrefix(prefix string) Option {
+	return func(o *options) error {
+		if prefix == "" {
+			return optErr("WithPrefix", `""`, "a non-empty prefix")
+		}
+		o.prefix = prefix
 		return nil
 	}
 }
@@ -385,8 +448,8 @@ func WithBatch(n int) SubOption {
 }
 
 // WithPollIdle is what the polling goroutine does when the ring is empty
-// (default rdma.NewBackoff(): spin, yield, then park up to 1ms;
-// rdma.BusySpin{} for the lowest latency on a core of its own).
+// (default Adaptive(): spin for 50 µs after the last tick, yield, then
+// park up to 1ms; BusySpin() for the lowest latency on a core of its own).
 func WithPollIdle(idle rdma.IdleStrategy) SubOption {
 	return func(o *subOptions) error {
 		if idle == nil {

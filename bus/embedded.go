@@ -11,7 +11,8 @@ import (
 
 // startEmbedded runs a nats-server in this process: listen address as
 // given, no JetStream, nothing on disk, no logging, no signal handlers.
-func startEmbedded(listen, name string) (*server.Server, error) {
+// Clients must present token (see embeddedToken); "" would let anyone in.
+func startEmbedded(listen, name, token string) (*server.Server, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("%w: embedded listen %q: %v", ErrConnect, listen, err)
@@ -31,6 +32,8 @@ func startEmbedded(listen, name string) (*server.Server, error) {
 		NoSigs:     true,
 		JetStream:  false,
 		HTTPPort:   0,
+		// Authorization is the token every client must present.
+		Authorization: token,
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

@@ -17,6 +17,9 @@ func TestHome_ConcurrentFirstPublishers_ElectExactlyOneHome(t *testing.T) {
 	cfg := func(id, url string) bus.Config {
 		c := testConfig(id, url)
 		c.ClaimWindow = 500 * time.Millisecond // claims must cross NATS within it, even on a loaded CI host
+		if raceOn {
+			c.ClaimWindow = 2 * time.Second // and be verified (see raceOn)
+		}
 		return c
 	}
 	a := openNode(t, cfg("n0", ""))

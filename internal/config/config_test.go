@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -120,7 +122,7 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"tiny slot":   {"sub", func(c *Config) { c.Ring.SlotSize = 64 }, "ring.slot_size = 64: want room for a 56-byte tick"},
 		"mode":        {"sub", func(c *Config) { c.Ring.Mode = "fast" }, `ring.mode = "fast": want lossy (never slow the publisher) or reliable`},
 		"wait subs":   {"pub", func(c *Config) { c.Pub.WaitSubscribers = -1 }, "pub.wait_subscribers = -1"},
-		"idle":        {"pub", func(c *Config) { c.Idle = "nap" }, `idle = "nap": want spin, yield or backoff`},
+		"idle":        {"pub", func(c *Config) { c.Idle = "nap" }, `idle = "nap": want adaptive, spin, yield or backoff`},
 		"topic":       {"pub", func(c *Config) { c.Topic = "a..b" }, `topic = "a..b": want up to 8 tokens`},
 		"topic depth": {"pub", func(c *Config) { c.Topic = "a.b.c.d.e.f.g.h.i" }, `topic = "a.b.c.d.e.f.g.h.i": want up to 8 tokens`},
 		"pub pattern": {"pub", func(c *Config) { c.Topic = "md.>" }, `topic = "md.>": want up to 8 tokens`},
@@ -151,6 +153,14 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"demo subs":   {"demo", func(c *Config) { c.Demo.Subscribers = 0 }, "demo.subscribers = 0: want 1..16"},
 		"demo rate":   {"demo", func(c *Config) { c.Pub.Rate = 0 }, "pub.rate = 0: want a positive rate for the demo"},
 		"nats url":    {"sub", func(c *Config) { c.Bus.NATS = []string{"nats://a b"} }, "bus.nats"},
+		// issue 10: 16,777,216 slots of 32 KiB (512 GiB) passed and stalled the host
+		"ring 512GiB": {"sub", func(c *Config) { c.Ring.Slots, c.Ring.SlotSize = 1<<24, 32<<10 },
+			"ring.slots = 16777216: want ring.slots x ring.slot_size (16777216 x 32768 = 512 GiB) at most 4 GiB, the documented maximum"},
+		"ring 8GiB": {"sub", func(c *Config) { c.Ring.Slots, c.Ring.SlotSize = 1<<23, 1<<10 }, "at most 4 GiB"},
+		"auth key": {"sub", func(c *Config) { c.Bus.Authorization.Publish = map[string][]string{"demo": {"alice"}} },
+			`bus.authorization.publish.demo = "alice": want a public user nkey`},
+		"auth topic": {"sub", func(c *Config) { c.Bus.Authorization.Subscribe = map[string][]string{"a..b": {"*"}} },
+			`bus.authorization.subscribe.a..b = "a..b": want a topic`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -241,4 +251,19 @@ func TestLog_Logger_WritesTheChosenFormat(t *testing.T) {
 	l.Debug().Msg("shown")
 	assert.Contains(t, buf.String(), "shown")
 	assert.NotContains(t, buf.String(), "{")
+}
+
+// With no tuning flags, every poll loop gets the adaptive strategy: it
+// spins while ticks come and parks when idle (rdma.Adaptive).
+func TestDefault_IdleIsAdaptive(t *testing.T) {
+	c := Default()
+	assert.Equal(t, "adaptive", c.Idle)
+	s, err := rdma.ParseIdle(c.Idle)
+	require.NoError(t, err)
+	assert.IsType(t, &rdma.Adaptive{}, s)
+	for _, f := range []string{"demo.yaml", "pub.yaml", "sub.yaml"} {
+		raw, err := os.ReadFile(filepath.Join("../../configs", f))
+		require.NoError(t, err)
+		assert.Contains(t, string(raw), "idle: adaptive", "%s shows the default", f)
+	}
 }

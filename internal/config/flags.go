@@ -24,7 +24,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 		topicHelp = "`topic` or pattern to subscribe to: md.nasdaq.itch, md.nasdaq.> (every topic below) or md.*.itch (any one token)"
 	}
 	fs.StringVar(&c.Topic, "topic", c.Topic, topicHelp)
-	fs.StringVar(&c.Idle, "idle", c.Idle, "poll loops' idle `strategy`: spin (a core per poller, lowest latency), yield or backoff")
+	fs.StringVar(&c.Idle, "idle", c.Idle, "poll loops' idle `strategy`: adaptive (spin while ticks come, park when idle), spin (a core per poller, lowest latency), yield or backoff")
 	fs.StringVar(&c.Bus.Provider, "provider", c.Bus.Provider, `data-plane `+"`provider`"+`: auto picks per peer (shm on one host, tcp across hosts), or shm, tcp, verbs for every peer`)
 	fs.IntVar(&c.Ring.Slots, "slots", c.Ring.Slots, "ring `slots` per subscriber (a power of two)")
 	fs.IntVar(&c.Ring.SlotSize, "slot-size", c.Ring.SlotSize, "`bytes` per ring slot, 32-byte header included (a multiple of 64)")
@@ -35,6 +35,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 		fs.StringVar(&c.Bus.HostID, "host-id", c.Bus.HostID, "this node's host `id`: nodes with the same one use shm between them (default: the hostname)")
 		fs.StringVar(&c.Bus.TCPListen, "tcp-listen", c.Bus.TCPListen, "the tcp provider's listen `host:port` (default 127.0.0.1:0; set it to reach other hosts)")
 		fs.StringVar(&c.Bus.TCPAdvertise, "tcp-advertise", c.Bus.TCPAdvertise, "the `host:port` peers on other hosts dial, if not the listen address")
+		fs.StringVar(&c.Bus.CredsFile, "creds", c.Bus.CredsFile, "NATS credentials `file`; its user nkey is also this node's identity on the bus")
+		fs.StringVar(&c.Bus.NKeySeedFile, "nkey", c.Bus.NKeySeedFile, "NATS user nkey seed `file`; also this node's identity on the bus")
+		fs.Var((*grantFlag)(&c.Bus.Authorization.Publish), "allow-pub", "`topic=KEY,...`: only these identities (public user nkeys, or *) may publish on topic (* for every topic); repeatable")
+		fs.Var((*grantFlag)(&c.Bus.Authorization.Subscribe), "allow-sub", "`topic=KEY,...`: only these identities may subscribe to topic; repeatable")
 	}
 	if cmd == "pub" || cmd == "demo" {
 		fs.Float64Var(&c.Pub.Rate, "rate", c.Pub.Rate, "ticks per `second`; 0 publishes as fast as possible")
@@ -67,6 +71,36 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 		fs.IntVar(&c.Demo.Subscribers, "subscribers", c.Demo.Subscribers, "`number` of subscriber processes")
 		fs.StringVar(&c.Demo.Dash, "dash", c.Demo.Dash, `dashboard listen `+"`address`"+`; "" turns it off`)
 	}
+}
+
+// grantFlag is a repeatable topic=key,key flag; each Set adds a topic.
+type grantFlag map[string][]string
+
+func (g *grantFlag) String() string {
+	if g == nil || *g == nil {
+		return ""
+	}
+	var parts []string
+	for t, ids := range *g {
+		parts = append(parts, t+"="+strings.Join(ids, ","))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (g *grantFlag) Set(s string) error {
+	topic, ids, ok := strings.Cut(s, "=")
+	if !ok || topic == "" || ids == "" {
+		return fmt.Errorf("%q: want topic=KEY[,KEY...]", s)
+	}
+	if *g == nil {
+		*g = map[string][]string{}
+	}
+	for _, id := range strings.Split(ids, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			(*g)[topic] = append((*g)[topic], id)
+		}
+	}
+	return nil
 }
 
 // urlList is a comma-separated list flag; each Set replaces the list.
