@@ -22,7 +22,8 @@ const (
 	DefaultHeartbeatInterval = 250 * time.Millisecond
 	DefaultHeartbeatTimeout  = 2 * time.Second
 	DefaultRequestTimeout    = 2 * time.Second
-	DefaultClaimWindow       = 200 * time.Millisecond
+	DefaultLeaseTTL          = time.Second
+	DefaultReserveChunk      = 1 << 22
 	DefaultLogEvery          = time.Minute
 	DefaultReconnectWait     = 100 * time.Millisecond
 	DefaultReconnectMax      = 5 * time.Second
@@ -58,9 +59,15 @@ type Config struct {
 	HeartbeatTimeout  time.Duration
 	// RequestTimeout bounds one request (home lookup, connect); default 2 s.
 	RequestTimeout time.Duration
-	// ClaimWindow is how long a claim for a topic's home waits for a
-	// competing claim before it wins (default 200 ms).
-	ClaimWindow time.Duration
+	// LeaseTTL is how long a topic's home holds its lease in JetStream
+	// without renewing (default 1 s; at least 100 ms). The home renews every
+	// LeaseTTL/3 and stops granting claims when it has not renewed for
+	// 3/4 of it; a dead home's successor is elected once it expires.
+	LeaseTTL time.Duration
+	// ReserveChunk is how many sequences a home reserves in JetStream at a
+	// time before it hands them out (default 4Mi); it extends the
+	// reservation when less than half a chunk is left.
+	ReserveChunk uint64
 	// LogEvery is the shortest time between two log lines about bad input
 	// of the same kind on the same subject (default one minute).
 	LogEvery time.Duration
@@ -171,11 +178,17 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RequestTimeout < 0 {
 		return c, fmt.Errorf("%w: RequestTimeout %v, want > 0", ErrInvalidConfig, c.RequestTimeout)
 	}
-	if c.ClaimWindow == 0 {
-		c.ClaimWindow = DefaultClaimWindow
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
 	}
-	if c.ClaimWindow < 0 {
-		return c, fmt.Errorf("%w: ClaimWindow %v, want > 0", ErrInvalidConfig, c.ClaimWindow)
+	if c.LeaseTTL < 100*time.Millisecond {
+		return c, fmt.Errorf("%w: LeaseTTL %v, want at least 100ms", ErrInvalidConfig, c.LeaseTTL)
+	}
+	if c.ReserveChunk == 0 {
+		c.ReserveChunk = DefaultReserveChunk
+	}
+	if c.ReserveChunk < 2 || c.ReserveChunk > 1<<40 {
+		return c, fmt.Errorf("%w: ReserveChunk %d, want 2..2^40", ErrInvalidConfig, c.ReserveChunk)
 	}
 	if c.LogEvery == 0 {
 		c.LogEvery = DefaultLogEvery

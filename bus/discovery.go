@@ -49,7 +49,7 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		}
 		return // our own echo
 	}
-	var reannounce, assertHome, reclaim bool
+	var reannounce bool
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -74,27 +74,8 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		n.addPubLocked(PublisherInfo{Topic: w.Topic, ID: w.ID, Node: p.info, Data: w.Data})
 	case kindUnpub:
 		n.removePubLocked(w.Topic, w.Node.ID+"/"+w.ID, ErrWithdrawn)
-	case kindClaim:
-		if n.homes[w.Topic] != nil {
-			assertHome = true
-		} else if c := n.claims[w.Topic]; c != nil {
-			if w.Node.ID < n.self.ID {
-				c.yield()
-			} else {
-				// the larger id may have missed our claim (it came before
-				// it started claiming): say it again, within its window
-				reclaim = true
-			}
-		}
-	case kindHome:
-		if n.homes[w.Topic] != nil {
-			n.mu.Unlock()
-			n.badInput("home", fmt.Errorf("%w: node %s also claims to be home of %q", ErrRejected, w.Node.ID, w.Topic))
-			return
-		}
-		if c := n.claims[w.Topic]; c != nil {
-			c.yield()
-		}
+	case kindClaim, kindHome:
+		// from nodes that still elect by claim window: JetStream decides now
 	case kindUnhome:
 		n.homeGoneLocked(w.Topic, w.Node.ID, fmt.Errorf("%w: %s stopped publishing %q", ErrHomeLost, w.Node.ID, w.Topic))
 	}
@@ -109,12 +90,6 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 	}
 	if reannounce {
 		n.announceAll(w.Topic)
-	}
-	if assertHome {
-		n.publish(n.subject("d", "home", w.Topic), &wireMsg{Kind: kindHome, Topic: w.Topic})
-	}
-	if reclaim {
-		n.publish(n.subject("d", "home", w.Topic), &wireMsg{Kind: kindClaim, Topic: w.Topic})
 	}
 }
 

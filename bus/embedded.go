@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -10,18 +11,24 @@ import (
 )
 
 // startEmbedded runs a nats-server in this process: listen address as
-// given, no JetStream, nothing on disk, no logging, no signal handlers.
-func startEmbedded(listen, name string) (*server.Server, error) {
+// given, JetStream (homes are elected in its key-value buckets) with its
+// store in a fresh temporary directory the caller removes after Shutdown,
+// no logging, no signal handlers.
+func startEmbedded(listen, name string) (*server.Server, string, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
-		return nil, fmt.Errorf("%w: embedded listen %q: %v", ErrConnect, listen, err)
+		return nil, "", fmt.Errorf("%w: embedded listen %q: %v", ErrConnect, listen, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil || port < 0 || port > 65535 {
-		return nil, fmt.Errorf("%w: embedded listen port %q", ErrConnect, portStr)
+		return nil, "", fmt.Errorf("%w: embedded listen port %q", ErrConnect, portStr)
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
+	}
+	dir, err := os.MkdirTemp("", "tickbus-js-")
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: embedded JetStream store: %v", ErrConnect, err)
 	}
 	opts := &server.Options{
 		ServerName: name,
@@ -29,17 +36,23 @@ func startEmbedded(listen, name string) (*server.Server, error) {
 		Port:       port,
 		NoLog:      true,
 		NoSigs:     true,
-		JetStream:  false,
-		HTTPPort:   0,
+		JetStream:  true,
+		StoreDir:   dir,
+		// Small: the buckets hold one lease and one record per topic.
+		JetStreamMaxMemory: 64 << 20,
+		JetStreamMaxStore:  256 << 20,
+		HTTPPort:           0,
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: embedded server: %v", ErrConnect, err)
+		_ = os.RemoveAll(dir)
+		return nil, "", fmt.Errorf("%w: embedded server: %v", ErrConnect, err)
 	}
 	s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
-		return nil, fmt.Errorf("%w: embedded server on %s not ready after 10s", ErrConnect, listen)
+		_ = os.RemoveAll(dir)
+		return nil, "", fmt.Errorf("%w: embedded server on %s not ready after 10s", ErrConnect, listen)
 	}
-	return s, nil
+	return s, dir, nil
 }

@@ -29,9 +29,9 @@ var (
 	// ErrNoHome: no home for the topic could be found or claimed before the
 	// context ended.
 	ErrNoHome = errors.New("bus: no home for topic")
-	// ErrHomeLost: the topic's home went away (goodbye, heartbeat timeout or
-	// it stopped publishing the topic). Failover is not implemented: the
-	// publication must be closed.
+	// ErrHomeLost: the topic's home went away (its lease was deleted or
+	// expired, it lost the lease, or its node left or timed out). Retryable:
+	// Publication.Rehome finds or becomes the next home.
 	ErrHomeLost = errors.New("bus: topic home lost")
 	// ErrPeerLost: a peer's heartbeats stopped for longer than the timeout.
 	ErrPeerLost = errors.New("bus: peer lost (heartbeat timeout)")
@@ -47,6 +47,9 @@ var (
 	ErrUnknownTarget = errors.New("bus: connect target does not exist")
 	// ErrConnectRefused: the target's accept handler returned an error.
 	ErrConnectRefused = errors.New("bus: connect refused by peer")
+	// ErrNoJetStream: the NATS server has no JetStream, which tickbus needs
+	// to elect each topic's home (a key-value bucket). Run nats-server -js.
+	ErrNoJetStream = errors.New("bus: JetStream is not enabled on the NATS server")
 	// ErrNoPeer: no node answered a request (not running or unreachable).
 	ErrNoPeer = errors.New("bus: peer did not answer")
 )

@@ -42,7 +42,7 @@ func Example() {
 	found := make(chan bus.SubscriberInfo, 1)
 	pub, err := a.Publish(ctx, bus.PublishSpec{
 		Topic:        "equities",
-		NewHome:      func(context.Context, string) ([]byte, error) { return []byte("home descriptor"), nil },
+		NewHome:      func(context.Context, string, uint64) ([]byte, error) { return []byte("home descriptor"), nil },
 		AcceptHome:   func(context.Context, bus.ConnectRequest) (bus.ConnectReply, error) { return bus.ConnectReply{}, nil },
 		OnSubscriber: func(s bus.SubscriberInfo) { found <- s },
 	})

@@ -75,7 +75,6 @@ func testConfig(id, url string) bus.Config {
 		HeartbeatInterval: hbInterval,
 		HeartbeatTimeout:  hbTimeout,
 		RequestTimeout:    time.Second,
-		ClaimWindow:       100 * time.Millisecond,
 	}
 	if url != "" {
 		c.NATS.URLs = []string{url}
@@ -147,7 +146,7 @@ func (r *recorder) list() []string {
 func pubSpec(topic string, rec *recorder) bus.PublishSpec {
 	return bus.PublishSpec{
 		Topic: topic,
-		NewHome: func(_ context.Context, topic string) ([]byte, error) {
+		NewHome: func(_ context.Context, topic string, _ uint64) ([]byte, error) {
 			return []byte("home-of-" + topic), nil
 		},
 		AcceptHome: func(_ context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {

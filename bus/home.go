@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
+
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // homeSlot is a topic's home held by this node.
@@ -16,36 +17,43 @@ type homeSlot struct {
 	owner *Publication
 	desc  []byte
 	sub   *nats.Subscription // P.home.<topic>; nil until the descriptor is ready
+
+	// The lease loop's (holdLease), once started.
+	epoch    uint64
+	rec      homeRecord
+	rev      uint64 // the record's revision in <prefix>_seqs
+	leaseRev uint64 // the lease's revision in <prefix>_homes
+	leaseAt  time.Time
+	stop     chan struct{} // closed by dropHome: delete the lease and return
+	done     chan struct{} // closed when holdLease returns
 }
 
-// claim is this node's claim in progress for a topic's home.
-type claim struct {
-	once    sync.Once
-	yielded chan struct{}
-}
-
-func (c *claim) yield() { c.once.Do(func() { close(c.yielded) }) }
-
-// resolveHome finds the topic's home or makes p the home:
+// resolveHome finds the topic's home or makes p the home. The topic's
+// lease in JetStream decides (see lease.go):
 //
 //  1. a home already on this node is used;
-//  2. Config.Homes naming this node makes it home at once; naming another
-//     node means asking that node until ctx ends;
-//  3. otherwise ask P.home.<topic>; the current home answers;
-//  4. with no answer, claim on P.d.home.<topic> and wait ClaimWindow: a
-//     claim from a node with a smaller id, or an assertion from a home,
-//     makes us yield and ask again; otherwise we are home.
+//  2. a lease held, with the holder's record written, names the home;
+//  3. no lease: Create takes it (unless Config.Homes names another node),
+//     and this node becomes home in the epoch the Create's revision names;
+//     a Create that finds the key lost the race: ask again.
+//
+// It waits for a lease or record change (or 50 ms) between attempts,
+// until ctx ends.
 func (n *Node) resolveHome(ctx context.Context, p *Publication) (HomeInfo, error) {
 	topic := p.spec.Topic
 	named, isNamed := n.cfg.Homes[topic]
 	var lastErr error
+	var wake chan struct{}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			d := time.Duration(10+rand.IntN(40)) * time.Millisecond
+			d := time.Duration(20+rand.IntN(30)) * time.Millisecond
+			t := time.NewTimer(d)
 			select {
 			case <-ctx.Done():
-			case <-time.After(d):
+			case <-wake:
+			case <-t.C:
 			}
+			t.Stop()
 		}
 		if err := ctx.Err(); err != nil {
 			return HomeInfo{}, fmt.Errorf("%w: topic %q: %w (last: %v)", ErrNoHome, topic, err, lastErr)
@@ -55,178 +63,153 @@ func (n *Node) resolveHome(ctx context.Context, p *Publication) (HomeInfo, error
 			n.mu.Unlock()
 			return HomeInfo{}, err
 		}
+		wake = n.wakeChLocked(topic)
 		if s := n.homes[topic]; s != nil {
 			ready := s.sub != nil
+			rec := s.rec
 			desc := s.desc
 			n.mu.Unlock()
 			if !ready {
 				lastErr = errors.New("home on this node is being set up")
 				continue
 			}
-			return HomeInfo{Topic: topic, Node: n.self, Descriptor: desc, Local: true}, nil
+			hi := rec.info(topic, n.self)
+			hi.Descriptor = desc
+			return hi, nil
 		}
-		claiming := n.claims[topic] != nil
 		n.mu.Unlock()
-		if claiming {
-			lastErr = errors.New("another publication on this node is claiming")
-			continue
+		leases, _, err := n.kv(ctx)
+		if errors.Is(err, ErrNoJetStream) {
+			return HomeInfo{}, err
 		}
-		if isNamed && named == n.self.ID {
-			return n.becomeHome(ctx, p, false)
-		}
-		info, err := n.queryHome(ctx, topic)
-		if err == nil {
-			return info, nil
-		}
-		lastErr = err
-		if !errors.Is(err, ErrNoPeer) || isNamed {
-			continue
-		}
-		if !n.connected.Load() { // no answer because nobody can hear us: claiming now could make a second home
-			lastErr = fmt.Errorf("%w: NATS disconnected", ErrConnect)
-			continue
-		}
-		won, err := n.claim(ctx, topic)
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		if won {
-			return n.becomeHome(ctx, p, true)
+		hi, ok, err := n.currentHome(ctx, topic)
+		if err != nil {
+			lastErr = err
+			continue
 		}
-	}
-}
-
-// queryHome asks the topic's current home.
-func (n *Node) queryHome(ctx context.Context, topic string) (HomeInfo, error) {
-	w, err := n.request(ctx, n.subject("home", topic), &wireMsg{Kind: kindHomeQuery, Topic: topic}, "homei")
-	if err != nil {
-		return HomeInfo{}, err
-	}
-	if w.Kind == kindError {
-		return HomeInfo{}, errorFromWire(w)
-	}
-	if w.Kind != kindHomeInfo || w.Topic != topic {
-		err := fmt.Errorf("%w: home reply of kind %q for topic %q", ErrMalformed, w.Kind, w.Topic)
-		n.badInput("homei", err)
-		return HomeInfo{}, err
-	}
-	n.mu.Lock()
-	p, _ := n.touchLocked(w.peer()) // so that its death is noticed even before its first heartbeat
-	var info PeerInfo
-	if p != nil {
-		info = p.info // under the lock: discovery updates it
-	}
-	n.mu.Unlock()
-	if p == nil {
-		return HomeInfo{}, fmt.Errorf("%w: home reply from an older incarnation of %s", ErrNoPeer, w.Node.ID)
-	}
-	return HomeInfo{Topic: topic, Node: info, Descriptor: w.Desc}, nil
-}
-
-// request sends w to subj and decodes the reply; no responder or no answer
-// in time is ErrNoPeer.
-func (n *Node) request(ctx context.Context, subj string, w *wireMsg, replyKind string) (*wireMsg, error) {
-	w.Node = nodeOf(n.self)
-	b, err := encode(w)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
-	defer cancel()
-	m, err := n.nc.RequestWithContext(ctx, subj, b)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return nil, fmt.Errorf("%w: no responder on %s", ErrNoPeer, subj)
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return nil, fmt.Errorf("%w: no answer on %s: %v", ErrNoPeer, subj, err)
-	case errors.Is(err, nats.ErrConnectionClosed):
-		return nil, fmt.Errorf("%w: %v", ErrClosed, err)
-	case err != nil:
-		return nil, fmt.Errorf("%w: request %s: %v", ErrNoPeer, subj, err)
-	}
-	r, err := decode(m.Data)
-	if err != nil {
-		n.badInput(replyKind, err)
-		return nil, err
-	}
-	return r, nil
-}
-
-// claim publishes a claim for topic's home and waits ClaimWindow for a
-// reason to yield.
-func (n *Node) claim(ctx context.Context, topic string) (bool, error) {
-	c := &claim{yielded: make(chan struct{})}
-	n.mu.Lock()
-	if n.claims[topic] != nil || n.homes[topic] != nil {
-		n.mu.Unlock()
-		return false, nil
-	}
-	n.claims[topic] = c
-	n.mu.Unlock()
-	n.publish(n.subject("d", "home", topic), &wireMsg{Kind: kindClaim, Topic: topic})
-	won := false
-	var err error
-	t := time.NewTimer(n.cfg.ClaimWindow)
-	select {
-	case <-c.yielded:
-	case <-t.C:
-		won = true
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	t.Stop()
-	n.mu.Lock()
-	delete(n.claims, topic)
-	select {
-	case <-c.yielded:
-		won = false
-	default:
-	}
-	if won {
-		if n.homes[topic] != nil {
-			won = false
-		} else {
-			n.homes[topic] = &homeSlot{} // claims that arrive now are answered with an assertion
+		if ok {
+			if hi.Local {
+				lastErr = errors.New("the record names a home of this node that is gone")
+				continue
+			}
+			return hi, nil
 		}
+		if isNamed && named != n.self.ID {
+			lastErr = fmt.Errorf("Homes names %s as the home of %q", named, topic)
+			continue
+		}
+		if !n.connected.Load() {
+			lastErr = fmt.Errorf("%w: NATS disconnected", ErrConnect)
+			continue
+		}
+		sent := time.Now()
+		rev, err := leases.Create(ctx, topic, n.leaseValue())
+		if err != nil {
+			if !casConflict(err) {
+				lastErr = fmt.Errorf("%w: take the lease of %q: %v", ErrConnect, topic, err)
+			} else {
+				lastErr = errors.New("another node holds the lease")
+			}
+			continue
+		}
+		hi, err = n.becomeHome(ctx, p, rev, sent)
+		if err == nil {
+			return hi, nil
+		}
+		if !errors.Is(err, ErrHomeLost) && !errors.Is(err, ErrConnect) && !errors.Is(err, ErrNoHome) {
+			return HomeInfo{}, err // NewHome's own error, a bad config, closed
+		}
+		lastErr = err
 	}
-	n.mu.Unlock()
-	n.log.Debug().Str("topic", topic).Bool("won", won).Msg("bus: home claim")
-	return won, err
 }
 
-// becomeHome makes p the topic's home: NewHome makes the descriptor, then
-// P.home.<topic> answers queries and an assertion tells claimers.
-func (n *Node) becomeHome(ctx context.Context, p *Publication, claimed bool) (HomeInfo, error) {
+// becomeHome makes p the topic's home in epoch (the revision of its lease's
+// Create, sent at leaseAt). First it fences the predecessor: a
+// compare-and-set of the record to this epoch, starting at the last
+// reservation the predecessor wrote (after it, the predecessor cannot
+// extend its reservation). Then NewHome makes the counter there, the
+// record gets the descriptor, and the lease loop starts.
+func (n *Node) becomeHome(ctx context.Context, p *Publication, epoch uint64, leaseAt time.Time) (HomeInfo, error) {
 	topic := p.spec.Topic
-	if !claimed {
-		n.mu.Lock()
-		if n.homes[topic] != nil {
-			n.mu.Unlock()
-			return HomeInfo{}, fmt.Errorf("%w: topic %q already has a home here", ErrDuplicate, topic)
-		}
-		n.homes[topic] = &homeSlot{}
-		n.mu.Unlock()
+	leases, seqs, err := n.kv(ctx)
+	if err != nil {
+		return HomeInfo{}, err
 	}
 	n.mu.Lock()
-	slot := n.homes[topic] // only this goroutine fills a not-ready slot
+	if n.homes[topic] != nil {
+		n.mu.Unlock()
+		return HomeInfo{}, fmt.Errorf("%w: topic %q already has a home here", ErrDuplicate, topic)
+	}
+	slot := &homeSlot{epoch: epoch, leaseRev: epoch, leaseAt: leaseAt, stop: make(chan struct{}), done: make(chan struct{})}
+	n.homes[topic] = slot
 	n.mu.Unlock()
 	fail := func(err error) (HomeInfo, error) {
 		n.mu.Lock()
 		delete(n.homes, topic)
 		n.mu.Unlock()
-		n.publish(n.subject("d", "home", topic), &wireMsg{Kind: kindUnhome, Topic: topic})
+		dctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+		_ = leases.Delete(dctx, topic, jetstream.LastRevision(slot.leaseRev))
+		cancel()
 		return HomeInfo{}, err
 	}
 	if p.spec.NewHome == nil {
 		return fail(fmt.Errorf("%w: this node must be home of %q but PublishSpec.NewHome is nil", ErrInvalidConfig, topic))
 	}
-	desc, err := p.spec.NewHome(ctx, topic)
+	var rec homeRecord
+	var rev uint64
+	for {
+		if err := ctx.Err(); err != nil {
+			return fail(fmt.Errorf("%w: fence the predecessor of %q: %w", ErrNoHome, topic, err))
+		}
+		old, orev, err := n.getRecord(ctx, seqs, topic)
+		if err != nil && !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrUnknownVersion) {
+			return fail(err)
+		}
+		start := uint64(1)
+		if orev != 0 && err == nil {
+			if old.Epoch >= epoch {
+				return fail(fmt.Errorf("%w: topic %q has a newer home (epoch %d >= %d)", ErrHomeLost, topic, old.Epoch, epoch))
+			}
+			start = old.Reserved
+		} else if orev != 0 {
+			return fail(fmt.Errorf("home record of %q unreadable (%w): refusing to guess where the sequence starts", topic, err))
+		}
+		rec = homeRecord{Epoch: epoch, Node: n.self.ID, Host: n.self.HostID, Inc: n.self.Incarnation, Providers: n.self.Providers,
+			Start: start, Reserved: start + n.cfg.ReserveChunk}
+		b, err := encodeRecord(rec)
+		if err != nil {
+			return fail(err)
+		}
+		if orev == 0 {
+			rev, err = seqs.Create(ctx, topic, b)
+		} else {
+			rev, err = seqs.Update(ctx, topic, b, orev)
+		}
+		if err == nil {
+			break
+		}
+		if !casConflict(err) {
+			return fail(fmt.Errorf("%w: write home record of %q: %v", ErrConnect, topic, err))
+		}
+	}
+	desc, err := p.spec.NewHome(ctx, topic, rec.Start)
 	if err != nil {
 		return fail(fmt.Errorf("bus: NewHome for %q: %w", topic, err))
 	}
-	if len(desc) > maxBlob {
-		return fail(fmt.Errorf("%w: home descriptor of %d bytes, want at most %d", ErrInvalidConfig, len(desc), maxBlob))
+	if len(desc) == 0 || len(desc) > maxBlob {
+		return fail(fmt.Errorf("%w: home descriptor of %d bytes, want 1..%d", ErrInvalidConfig, len(desc), maxBlob))
+	}
+	rec.Desc = desc
+	b, err := encodeRecord(rec)
+	if err == nil {
+		rev, err = seqs.Update(ctx, topic, b, rev)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("%w: publish home record of %q: %v", ErrConnect, topic, err))
 	}
 	sub, err := n.nc.Subscribe(n.subject("home", topic), func(m *nats.Msg) { n.onHomeQuery(topic, m) })
 	if err == nil {
@@ -239,15 +222,18 @@ func (n *Node) becomeHome(ctx context.Context, p *Publication, claimed bool) (Ho
 		return fail(fmt.Errorf("%w: home subscription for %q: %v", ErrConnect, topic, err))
 	}
 	n.mu.Lock()
-	slot.owner, slot.desc, slot.sub = p, desc, sub
+	slot.owner, slot.desc, slot.sub, slot.rec, slot.rev = p, desc, sub, rec, rev
+	n.wakeLocked(topic)
 	n.mu.Unlock()
-	n.publish(n.subject("d", "home", topic), &wireMsg{Kind: kindHome, Topic: topic})
-	n.log.Info().Str("topic", topic).Msg("bus: this node is the topic's home")
-	return HomeInfo{Topic: topic, Node: n.self, Descriptor: desc, Local: true}, nil
+	n.wg.Add(1)
+	go n.holdLease(topic, slot, leases, seqs)
+	n.log.Info().Str("topic", topic).Uint64("epoch", epoch).Uint64("start", rec.Start).Msg("bus: this node is the topic's home")
+	return rec.info(topic, n.self), nil
 }
 
-// dropHome gives up the topic's home if p holds it: the query subscription
-// goes, peers hear "unhome" and local publications get OnHomeLost.
+// dropHome gives up the topic's home if p holds it: the lease is deleted
+// (the topic's other publishers take over at once), the query subscription
+// goes and local publications get OnHomeLost.
 func (n *Node) dropHome(p *Publication) {
 	topic := p.spec.Topic
 	n.mu.Lock()
@@ -262,7 +248,8 @@ func (n *Node) dropHome(p *Publication) {
 	if s.sub != nil {
 		_ = s.sub.Unsubscribe()
 	}
-	n.publish(n.subject("d", "home", topic), &wireMsg{Kind: kindUnhome, Topic: topic})
+	close(s.stop)
+	<-s.done
 }
 
 // onHomeQuery answers a query on P.home.<topic>.
@@ -301,8 +288,8 @@ func (n *Node) reply(m *nats.Msg, w *wireMsg) {
 }
 
 // FindHome returns the topic's home without ever claiming it: for
-// subscribers that read the journal, and for tools. ErrNoHome if no node is
-// the home.
+// subscribers that read the journal, and for tools. ErrNoHome if no node
+// holds the topic's lease.
 func (n *Node) FindHome(ctx context.Context, topic string) (HomeInfo, error) {
 	if err := checkToken("topic", topic); err != nil {
 		return HomeInfo{}, err
@@ -313,14 +300,47 @@ func (n *Node) FindHome(ctx context.Context, topic string) (HomeInfo, error) {
 		return HomeInfo{}, err
 	}
 	if s := n.homes[topic]; s != nil && s.sub != nil {
-		desc := s.desc
+		hi := s.rec.info(topic, n.self)
+		hi.Descriptor = s.desc
 		n.mu.Unlock()
-		return HomeInfo{Topic: topic, Node: n.self, Descriptor: desc, Local: true}, nil
+		return hi, nil
 	}
 	n.mu.Unlock()
-	h, err := n.queryHome(ctx, topic)
-	if errors.Is(err, ErrNoPeer) {
-		return HomeInfo{}, fmt.Errorf("%w: topic %q: %w", ErrNoHome, topic, err)
+	hi, ok, err := n.currentHome(ctx, topic)
+	if err != nil {
+		return HomeInfo{}, err
 	}
-	return h, err
+	if !ok {
+		return HomeInfo{}, fmt.Errorf("%w: topic %q: nobody holds its lease", ErrNoHome, topic)
+	}
+	return hi, nil
+}
+
+// request sends w to subj and decodes the reply; no responder or no answer
+// in time is ErrNoPeer.
+func (n *Node) request(ctx context.Context, subj string, w *wireMsg, replyKind string) (*wireMsg, error) {
+	w.Node = nodeOf(n.self)
+	b, err := encode(w)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	defer cancel()
+	m, err := n.nc.RequestWithContext(ctx, subj, b)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, fmt.Errorf("%w: no responder on %s", ErrNoPeer, subj)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return nil, fmt.Errorf("%w: no answer on %s: %v", ErrNoPeer, subj, err)
+	case errors.Is(err, nats.ErrConnectionClosed):
+		return nil, fmt.Errorf("%w: %v", ErrClosed, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: request %s: %v", ErrNoPeer, subj, err)
+	}
+	r, err := decode(m.Data)
+	if err != nil {
+		n.badInput(replyKind, err)
+		return nil, err
+	}
+	return r, nil
 }

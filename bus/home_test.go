@@ -14,11 +14,7 @@ import (
 )
 
 func TestHome_ConcurrentFirstPublishers_ElectExactlyOneHome(t *testing.T) {
-	cfg := func(id, url string) bus.Config {
-		c := testConfig(id, url)
-		c.ClaimWindow = 500 * time.Millisecond // claims must cross NATS within it, even on a loaded CI host
-		return c
-	}
+	cfg := testConfig // JetStream's Create decides: no timing window to widen on a loaded host
 	a := openNode(t, cfg("n0", ""))
 	nodes := []*bus.Node{a}
 	for i := 1; i < 4; i++ {
@@ -41,7 +37,7 @@ func TestHome_ConcurrentFirstPublishers_ElectExactlyOneHome(t *testing.T) {
 				defer wg.Done()
 				var rec recorder
 				spec := pubSpec(topic, &rec)
-				spec.NewHome = func(_ context.Context, topic string) ([]byte, error) {
+				spec.NewHome = func(_ context.Context, topic string, _ uint64) ([]byte, error) {
 					newHomes.Store(n.ID(), true)
 					return []byte("home-on-" + n.ID()), nil
 				}
@@ -133,7 +129,7 @@ func TestHome_NewHomeFails_ErrorReturnedAndTopicFree(t *testing.T) {
 	b := openNode(t, testConfig("b", a.ClientURL()))
 	spec := pubSpec("t", &recorder{})
 	boom := fmt.Errorf("no memory")
-	spec.NewHome = func(context.Context, string) ([]byte, error) { return nil, boom }
+	spec.NewHome = func(context.Context, string, uint64) ([]byte, error) { return nil, boom }
 	ctx, cancel := context.WithTimeout(context.Background(), eventually)
 	defer cancel()
 	_, err := a.Publish(ctx, spec)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 )
@@ -24,6 +26,7 @@ type Node struct {
 	self PeerInfo
 
 	srv     *server.Server // embedded server; nil with URLs
+	srvDir  string         // its JetStream store, removed at Close
 	nc      *nats.Conn
 	svc     micro.Service
 	disc    *nats.Subscription // P.d.>: every discovery message, in order
@@ -38,6 +41,10 @@ type Node struct {
 	reconnects atomic.Uint64
 	counters   counters
 
+	kvMu   sync.Mutex // creating the buckets
+	leases jetstream.KeyValue
+	seqs   jetstream.KeyValue
+
 	mu        sync.Mutex
 	closed    bool
 	peers     map[string]*peer
@@ -46,7 +53,8 @@ type Node struct {
 	localPubs map[string]map[string]*Publication   // topic → publisher id
 	localSubs map[string]map[string]*Subscription  // topic → subscriber id
 	homes     map[string]*homeSlot                 // topics whose home is here
-	claims    map[string]*claim                    // topics this node is claiming
+	records   map[string]homeRecord                // topic → the newest home record seen (watchRecords)
+	wakes     map[string]chan struct{}             // topic → closed at its next lease or record change
 	pending   map[string]bool                      // "topic/id" of Publish calls resolving their home
 	closeOnce sync.Once
 	closeErr  error // set once by close
@@ -76,7 +84,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		localPubs: map[string]map[string]*Publication{},
 		localSubs: map[string]map[string]*Subscription{},
 		homes:     map[string]*homeSlot{},
-		claims:    map[string]*claim{},
+		records:   map[string]homeRecord{},
+		wakes:     map[string]chan struct{}{},
 		pending:   map[string]bool{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -89,11 +98,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		if n.srv != nil {
 			n.srv.Shutdown()
+			_ = os.RemoveAll(n.srvDir)
 		}
 		return nil, err
 	}
 	if len(cfg.NATS.URLs) == 0 {
-		if n.srv, err = startEmbedded(cfg.NATS.EmbeddedListen, "tickbus-"+cfg.NodeID); err != nil {
+		if n.srv, n.srvDir, err = startEmbedded(cfg.NATS.EmbeddedListen, "tickbus-"+cfg.NodeID); err != nil {
 			return fail(err)
 		}
 	}
@@ -202,6 +212,9 @@ func (n *Node) close() error {
 	if n.srv != nil {
 		n.srv.Shutdown()
 		n.srv.WaitForShutdown()
+		if err := os.RemoveAll(n.srvDir); err != nil {
+			errs = append(errs, fmt.Errorf("bus: remove the embedded JetStream store: %w", err))
+		}
 	}
 	n.log.Info().Msg("bus: node closed")
 	return errors.Join(errs...)

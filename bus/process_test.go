@@ -45,11 +45,21 @@ func natsdMain(args []string) int {
 	account := fs.String("account", "", "account JWT file, trusted through -operator")
 	clusterPort := fs.Int("cluster", 0, "cluster (route) port; 0: no cluster")
 	routes := fs.String("routes", "", "comma-separated route URLs to other servers")
+	nojs := fs.Bool("nojs", false, "run without JetStream")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	opts := &server.Options{Host: "127.0.0.1", Port: *port, NoLog: true, NoSigs: true,
-		Authorization: *token, Username: *user, Password: *pass}
+		Authorization: *token, Username: *user, Password: *pass, ServerName: fmt.Sprintf("test-%d", *port)}
+	if !*nojs && *operator == "" { // the operator test's account JWT grants no JetStream
+		dir, err := os.MkdirTemp("", "tickbus-test-js-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		opts.JetStream, opts.StoreDir = true, dir
+	}
 	if *clusterPort != 0 {
 		opts.Cluster = server.ClusterOpts{Name: "tickbus-test", Host: "127.0.0.1", Port: *clusterPort}
 		if *routes != "" {

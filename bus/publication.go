@@ -22,7 +22,14 @@ type PublishSpec struct {
 	// the sequencer counter and journal and returns their descriptor
 	// (opaque bytes that every other publisher of the topic receives in
 	// HomeInfo). Required unless Config.Homes names another node.
-	NewHome func(ctx context.Context, topic string) ([]byte, error)
+	// start is the first sequence the counter hands out: above every
+	// sequence an earlier home of the topic could have handed out.
+	NewHome func(ctx context.Context, topic string, start uint64) ([]byte, error)
+	// HomeCounter, with NewHome, reads the home's counter (the next
+	// sequence to claim), so the bus can extend the reservation before the
+	// counter reaches it. Without it the home never extends its first
+	// reservation (Config.ReserveChunk sequences).
+	HomeCounter func() uint64
 	// AcceptHome serves connects to the home (TargetHome) while this
 	// publication is the home. Required with NewHome.
 	AcceptHome AcceptFunc
@@ -41,9 +48,14 @@ type PublishSpec struct {
 	// (ErrWithdrawn), its node says goodbye (ErrPeerLeft), times out
 	// (ErrPeerLost) or restarts (ErrPeerRestarted): drop its queue pair.
 	OnSubscriberGone func(SubscriberInfo, error)
-	// OnHomeLost is called once if the topic's home goes away; the error
-	// wraps ErrHomeLost. There is no failover: close the publication.
+	// OnHomeLost is called once per home when the topic's home goes away
+	// (its lease was deleted or expired, a newer epoch superseded it, its
+	// node left, or this node lost it); the error wraps ErrHomeLost. Call
+	// Rehome to find or become the next home.
 	OnHomeLost func(HomeInfo, error)
+	// OnHome is called with every new home record of the topic: a new
+	// reservation (HomeInfo.Reserved) in the current epoch, or a new epoch.
+	OnHome func(HomeInfo)
 }
 
 // Publication is this node publishing one topic.
@@ -104,6 +116,9 @@ func (n *Node) Publish(ctx context.Context, spec PublishSpec) (*Publication, err
 	}
 	p.home = home
 	p.q = newEventQueue()
+	if spec.NewHome == nil && !home.Local && home.Node.ID == "" {
+		return nil, fmt.Errorf("%w: no home for %q", ErrNoHome, spec.Topic)
+	}
 
 	n.mu.Lock()
 	if err := n.checkOpen(); err != nil {
@@ -116,10 +131,8 @@ func (n *Node) Publish(ctx context.Context, spec PublishSpec) (*Publication, err
 		n.localPubs[spec.Topic] = map[string]*Publication{}
 	}
 	n.localPubs[spec.Topic][spec.ID] = p
-	if !home.Local {
-		if hp := n.peers[home.Node.ID]; hp == nil || hp.info.Incarnation != home.Node.Incarnation {
-			p.homeGone(home.Node.ID, fmt.Errorf("%w: home %s went away while joining", ErrHomeLost, home.Node.ID))
-		}
+	if rec, ok := n.records[spec.Topic]; ok && rec.Epoch > home.Epoch {
+		p.homeGone(home.Node.ID, fmt.Errorf("%w: epoch %d superseded by %d while joining", ErrHomeLost, home.Epoch, rec.Epoch))
 	}
 	for _, s := range n.subs[spec.Topic] {
 		p.subscriberUp(s)
@@ -237,6 +250,51 @@ func (p *Publication) subscriberDown(s SubscriberInfo, reason error) {
 			f(s, reason)
 		}
 	})
+}
+
+// Rehome finds the topic's current home, or becomes it, after OnHomeLost
+// (or a failed claim): it returns the new home once a live lease backs
+// it, or an error wrapping ErrNoHome when ctx ends first. The home it
+// returns may be the same epoch if its lease is still alive.
+func (p *Publication) Rehome(ctx context.Context) (HomeInfo, error) {
+	p.n.mu.Lock()
+	closed := p.closed
+	p.n.mu.Unlock()
+	if closed {
+		return HomeInfo{}, ErrClosed
+	}
+	home, err := p.n.resolveHome(ctx, p)
+	if err != nil {
+		return HomeInfo{}, err
+	}
+	p.mu.Lock()
+	p.home, p.homeErr = home, nil
+	p.mu.Unlock()
+	p.n.log.Info().Str("topic", p.spec.Topic).Str("home", home.Node.ID).Uint64("epoch", home.Epoch).Msg("bus: new home")
+	return home, nil
+}
+
+// leaseGone: the topic's lease was deleted or expired. Called with n.mu.
+func (p *Publication) leaseGone() {
+	p.mu.Lock()
+	home := p.home
+	p.mu.Unlock()
+	if !home.Local {
+		p.homeGone(home.Node.ID, fmt.Errorf("%w: the lease of %q (epoch %d) was deleted or expired", ErrHomeLost, p.spec.Topic, home.Epoch))
+	}
+}
+
+// onRecord: a new home record. Called with n.mu.
+func (p *Publication) onRecord(hi HomeInfo) {
+	p.mu.Lock()
+	home := p.home
+	p.mu.Unlock()
+	if hi.Epoch > home.Epoch && home.Epoch != 0 {
+		p.homeGone(home.Node.ID, fmt.Errorf("%w: epoch %d of %q superseded by epoch %d", ErrHomeLost, home.Epoch, p.spec.Topic, hi.Epoch))
+	}
+	if f := p.spec.OnHome; f != nil && p.q != nil {
+		p.q.push(func() { f(hi) })
+	}
 }
 
 // homeGone records, once, that the home on node is gone. Called with n.mu.

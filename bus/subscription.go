@@ -32,6 +32,11 @@ type SubscribeSpec struct {
 	// OnPublisherGone is called once when a reported publisher withdraws or
 	// its node leaves, times out or restarts.
 	OnPublisherGone func(PublisherInfo, error)
+	// OnHome is called with the topic's home record as it is when the
+	// subscription starts (if there is one) and with every change: a new
+	// reservation, or a new epoch after a failover (HomeInfo.Start: the
+	// first sequence of the new epoch).
+	OnHome func(HomeInfo)
 }
 
 // Subscription is this node subscribing to one topic.
@@ -47,7 +52,7 @@ type Subscription struct {
 
 // Subscribe announces a subscriber of spec.Topic, serves publishers'
 // connects to it through spec.Accept and reports publishers now and later.
-func (n *Node) Subscribe(_ context.Context, spec SubscribeSpec) (*Subscription, error) {
+func (n *Node) Subscribe(ctx context.Context, spec SubscribeSpec) (*Subscription, error) {
 	if spec.ID == "" {
 		spec.ID = n.self.ID
 	}
@@ -70,6 +75,13 @@ func (n *Node) Subscribe(_ context.Context, spec SubscribeSpec) (*Subscription, 
 		return nil, fmt.Errorf("%w: SubscribeSpec.Accept is nil", ErrInvalidConfig)
 	}
 	s := &Subscription{n: n, spec: spec, pubs: map[string]PublisherInfo{}}
+	if spec.OnHome != nil {
+		// Home records (epochs) need JetStream; without it the ring still
+		// works, but cannot name the sequences a failover skipped.
+		if _, _, err := n.kv(ctx); err != nil {
+			n.log.Warn().Err(err).Str("topic", spec.Topic).Msg("bus: no home records for this subscription")
+		}
+	}
 	n.mu.Lock()
 	if err := n.checkOpen(); err != nil {
 		n.mu.Unlock()
@@ -86,6 +98,9 @@ func (n *Node) Subscribe(_ context.Context, spec SubscribeSpec) (*Subscription, 
 	n.localSubs[spec.Topic][spec.ID] = s
 	for _, p := range n.pubs[spec.Topic] {
 		s.publisherUp(p)
+	}
+	if rec, ok := n.records[spec.Topic]; ok {
+		s.onHome(rec.info(spec.Topic, n.self))
 	}
 	n.addSubLocked(s.info())
 	n.mu.Unlock()
@@ -173,4 +188,11 @@ func (s *Subscription) publisherDown(p PublisherInfo, reason error) {
 			f(p, reason)
 		}
 	})
+}
+
+// onHome queues a home record for OnHome. Called with n.mu.
+func (s *Subscription) onHome(hi HomeInfo) {
+	if f := s.spec.OnHome; f != nil && s.q != nil {
+		s.q.push(func() { f(hi) })
+	}
 }

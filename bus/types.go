@@ -66,6 +66,13 @@ type HomeInfo struct {
 	Descriptor []byte
 	// Local is true when the home is on this node.
 	Local bool
+	// Epoch is the home's term: the revision at which it took the topic's
+	// lease in JetStream. A later home has a larger epoch.
+	Epoch uint64
+	// Start is the epoch's first sequence; Reserved bounds it: no sequence
+	// at or above Reserved is handed out in this epoch, and the next epoch
+	// starts at the last Reserved its predecessor wrote.
+	Start, Reserved uint64
 }
 
 // TargetKind says what a connect request wants to reach on its node.

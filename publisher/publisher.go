@@ -29,6 +29,10 @@ var (
 	// provider that cannot share the counter with the home's own (verbs
 	// atomics are atomic only among themselves).
 	ErrMixedProviders = errors.New("publisher: providers cannot be mixed on this home")
+	// ErrNoHome: the topic's home went away and no successor was reachable
+	// within Config.FailoverTimeout. Nothing was published. Retryable: the
+	// next publish tries again (see failover.go).
+	ErrNoHome = errors.New("publisher: no home for the topic (failover in progress); retry")
 )
 
 // Config configures a Publisher.
@@ -64,6 +68,10 @@ type Config struct {
 	// ConnectTimeout bounds connecting to a subscriber or the home
 	// (default 5s).
 	ConnectTimeout time.Duration
+	// FailoverTimeout bounds how long one publish waits for the topic's
+	// next home when the current one went away (default 3s); then it
+	// returns ErrNoHome.
+	FailoverTimeout time.Duration
 	Logger         zerolog.Logger
 }
 
@@ -80,6 +88,9 @@ func (c *Config) setDefaults() error {
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = 5 * time.Second
 	}
+	if c.FailoverTimeout == 0 {
+		c.FailoverTimeout = 3 * time.Second
+	}
 	for c.PublisherID == 0 {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
@@ -94,6 +105,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: SlotSize %d leaves no room for a %d-byte tick after the %d-byte header", ErrInvalidConfig, c.SlotSize, tick.Size, ring.SlotHeaderSize)
 	case c.ConnectTimeout < 0:
 		return fmt.Errorf("%w: ConnectTimeout %v, want > 0", ErrInvalidConfig, c.ConnectTimeout)
+	case c.FailoverTimeout < 0:
+		return fmt.Errorf("%w: FailoverTimeout %v, want > 0", ErrInvalidConfig, c.FailoverTimeout)
 	}
 	return nil
 }
@@ -116,6 +129,12 @@ type Publisher struct {
 	home   *ring.Home     // when this publisher is the topic's home
 	homeQP rdma.QueuePair // the writer's QP to the home
 	cq     rdma.CompletionQueue
+	epoch  uint64 // the home's epoch the writer claims in (written under mu by the publishing goroutine)
+
+	// Failover (failover.go): what earlier epochs left, closed at Close.
+	retired   []func() error
+	failovers []time.Duration
+	homeLost  bool // guarded by mu: OnHomeLost came before the writer existed
 
 	mu       sync.Mutex
 	closed   bool
@@ -135,6 +154,7 @@ type target struct {
 	id   uint64
 	info bus.SubscriberInfo
 	conn conn
+	rt   ring.Target // as added to the writer: moved to the next one at a failover
 }
 
 type conn struct {
@@ -194,13 +214,13 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*P
 	p.pub, err = node.Publish(ctx, bus.PublishSpec{
 		Topic: cfg.Topic, ID: cfg.ID, Data: data[:], // subscribers learn the id stamped on our ticks
 		NewHome:            p.newHome,
+		HomeCounter:        p.homeCounter,
 		AcceptHome:         p.acceptHome,
+		OnHome:             p.onHome,
 		ValidateSubscriber: validateSubscriber,
 		OnSubscriber:       p.onSubscriber,
 		OnSubscriberGone:   p.onSubscriberGone,
-		OnHomeLost: func(h bus.HomeInfo, err error) {
-			p.log.Error().Err(err).Str("home", h.Node.ID).Msg("publisher: the topic's home is gone; publishing will fail")
-		},
+		OnHomeLost: p.onHomeLost,
 	})
 	if err != nil {
 		p.mu.Lock()
@@ -236,13 +256,18 @@ func validateSubscriber(s bus.SubscriberInfo) error {
 	return d.UnmarshalBinary(s.Ring)
 }
 
-// newHome makes the topic's sequencer here.
-func (p *Publisher) newHome(_ context.Context, topic string) ([]byte, error) {
-	h, err := ring.NewHome(p.dev, ring.HomeConfig{JournalSlots: p.cfg.JournalSlots, SlotSize: p.cfg.SlotSize, Logger: p.cfg.Logger})
+// newHome makes the topic's sequencer here, its counter at start (above
+// every sequence an earlier home handed out). A home of an earlier epoch
+// held here is retired: closed at Close.
+func (p *Publisher) newHome(_ context.Context, topic string, start uint64) ([]byte, error) {
+	h, err := ring.NewHome(p.dev, ring.HomeConfig{JournalSlots: p.cfg.JournalSlots, SlotSize: p.cfg.SlotSize, Start: start, Logger: p.cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
+	if old := p.home; old != nil {
+		p.retired = append(p.retired, old.Close)
+	}
 	p.home = h
 	p.mu.Unlock()
 	p.log.Info().Msg("publisher: this node is the topic's home")
@@ -296,34 +321,57 @@ func newConn(dev rdma.Device) (conn, error) {
 // the home is here) and makes the writer.
 func (p *Publisher) connectHome(ctx context.Context) error {
 	hi := p.pub.Home()
+	w, qp, cq, err := p.dialHome(ctx, hi, p.cfg.ConnectTimeout)
+	if cq != nil {
+		p.cq = cq
+	}
+	if qp != nil {
+		p.homeQP = qp
+	}
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.w, p.epoch = w, hi.Epoch
+	if hi.Reserved != 0 {
+		w.SetLimit(hi.Reserved)
+	}
+	if p.homeLost {
+		w.SetLimit(0) // the home went while we connected: the first publish fails over
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// dialHome connects a new QP to the home hi and makes a writer on it. On
+// error the QP and CQ made so far are returned for the caller to close.
+func (p *Publisher) dialHome(ctx context.Context, hi bus.HomeInfo, timeout time.Duration) (w *ring.Writer, qp rdma.QueuePair, cq rdma.CompletionQueue, err error) {
 	var hd ring.HomeDesc
 	if err := hd.UnmarshalBinary(hi.Descriptor); err != nil {
-		return fmt.Errorf("publisher: home descriptor from %s: %w", hi.Node.ID, err)
+		return nil, qp, cq, fmt.Errorf("publisher: home descriptor from %s: %w", hi.Node.ID, err)
 	}
 	dev := p.dev // a home here: a loopback pair on its own device
 	if !hi.Local {
 		d, err := p.devs.Get(p.node.ProviderFor(hi.Node))
 		if err != nil {
-			return fmt.Errorf("publisher: the home on %s: %w", hi.Node.ID, err)
+			return nil, qp, cq, fmt.Errorf("publisher: the home on %s: %w", hi.Node.ID, err)
 		}
 		dev = d
 	}
-	cq, err := dev.CreateCQ(cqDepth)
+	cq, err = dev.CreateCQ(cqDepth)
 	if err != nil {
-		return fmt.Errorf("publisher: %w", err)
+		return nil, nil, nil, fmt.Errorf("publisher: %w", err)
 	}
-	p.cq = cq
-	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: p.cq, RecvCQ: p.cq, SendDepth: sendDepth, RecvDepth: 16})
+	qp, err = dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: sendDepth, RecvDepth: 16})
 	if err != nil {
-		return fmt.Errorf("publisher: %w", err)
+		return nil, nil, cq, fmt.Errorf("publisher: %w", err)
 	}
-	p.homeQP = qp
-	cctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if hi.Local {
 		peer, err := newConn(dev)
 		if err != nil {
-			return fmt.Errorf("publisher: %w", err)
+			return nil, qp, cq, fmt.Errorf("publisher: %w", err)
 		}
 		p.mu.Lock()
 		p.homeAcc = append(p.homeAcc, peer)
@@ -332,39 +380,38 @@ func (p *Publisher) connectHome(ctx context.Context) error {
 		go func() { errc <- peer.qp.Connect(cctx, qp.LocalEndpoint()) }()
 		if err := qp.Connect(cctx, peer.qp.LocalEndpoint()); err != nil {
 			<-errc
-			return fmt.Errorf("publisher: loopback to the home: %w", err)
+			return nil, qp, cq, fmt.Errorf("publisher: loopback to the home: %w", err)
 		}
 		if err := <-errc; err != nil {
-			return fmt.Errorf("publisher: loopback to the home: %w", err)
+			return nil, qp, cq, fmt.Errorf("publisher: loopback to the home: %w", err)
 		}
 	} else {
 		rep, err := p.node.Connect(cctx, hi.Node.ID, bus.ConnectRequest{Topic: p.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
 		if err != nil {
-			return fmt.Errorf("publisher: connect to the home on %s: %w", hi.Node.ID, err)
+			return nil, qp, cq, fmt.Errorf("publisher: connect to the home on %s: %w", hi.Node.ID, err)
 		}
 		if err := qp.Connect(cctx, rep.Endpoint); err != nil {
-			return fmt.Errorf("publisher: connect to the home on %s: %w", hi.Node.ID, err)
+			return nil, qp, cq, fmt.Errorf("publisher: connect to the home on %s: %w", hi.Node.ID, err)
 		}
 		// The home's region as registered on this provider's device.
 		var rd ring.HomeDesc
 		if err := rd.UnmarshalBinary(rep.Region); err != nil {
-			return fmt.Errorf("publisher: home descriptor in the connect reply from %s: %w", hi.Node.ID, err)
+			return nil, qp, cq, fmt.Errorf("publisher: home descriptor in the connect reply from %s: %w", hi.Node.ID, err)
 		}
 		if rd.Epoch != hd.Epoch || rd.SlotSize != hd.SlotSize || rd.JournalSlots != hd.JournalSlots {
-			return fmt.Errorf("publisher: the home on %s answered with another home's descriptor", hi.Node.ID)
+			return nil, qp, cq, fmt.Errorf("publisher: the home on %s answered with another home's descriptor", hi.Node.ID)
 		}
 		hd = rd
 	}
 	p.log.Info().Str("home", hi.Node.ID).Str("home_host", hi.Node.HostID).Bool("local", hi.Local).Str("provider", dev.Provider()).
 		Msg("publisher: claims go to the home")
-	w, err := ring.NewWriter(ring.WriterConfig{Device: dev, CQ: p.cq, HomeQP: qp, Home: hd, PublisherID: p.cfg.PublisherID,
+	w, err = ring.NewWriter(ring.WriterConfig{Device: dev, CQ: cq, HomeQP: qp, Home: hd, PublisherID: p.cfg.PublisherID,
 		Claim: p.cfg.Claim, MaxBatch: p.cfg.MaxBatch, Timeout: p.cfg.Timeout, Idle: p.cfg.Idle,
 		OnTargetDropped: p.onTargetDropped, Logger: p.cfg.Logger})
 	if err != nil {
-		return fmt.Errorf("publisher: %w", err)
+		return nil, qp, cq, fmt.Errorf("publisher: %w", err)
 	}
-	p.w = w
-	return nil
+	return w, qp, cq, nil
 }
 
 // onTargetDropped runs on the publishing goroutine when a subscriber's QP
@@ -399,7 +446,7 @@ func (p *Publisher) onTargetDropped(id uint64, err error) {
 // which also ends this loop.
 func (p *Publisher) reconnect(t *target) {
 	key := t.info.Key()
-	if err := p.w.RemoveTarget(t.id); err != nil && !errors.Is(err, ring.ErrNoTarget) {
+	if err := p.writer().RemoveTarget(t.id); err != nil && !errors.Is(err, ring.ErrNoTarget) {
 		p.log.Warn().Err(err).Uint64("target", t.id).Msg("publisher: remove failed target")
 	}
 	_ = t.conn.close()
@@ -490,22 +537,26 @@ func (p *Publisher) addTarget(id uint64, s bus.SubscriberInfo) error {
 		_ = c.close()
 		return fmt.Errorf("ring descriptor in the connect reply: %w", err)
 	}
-	if _, err := p.w.AddTarget(ring.Target{ID: id, QP: c.qp, Device: dev, CQ: c.cq, Ring: rd}); err != nil {
-		_ = c.close()
-		return err
-	}
+	rt := ring.Target{ID: id, QP: c.qp, Device: dev, CQ: c.cq, Ring: rd}
+	// Under mu: a failover moves p.targets to its new writer under mu too.
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		_ = p.w.RemoveTarget(id)
 		_ = c.close()
 		return ErrClosed
 	}
+	if _, err := p.w.AddTarget(rt); err != nil {
+		p.mu.Unlock()
+		_ = c.close()
+		return err
+	}
 	old := p.targets[s.Key()]
-	p.targets[s.Key()] = &target{id: id, info: s, conn: c}
-	p.mu.Unlock()
+	p.targets[s.Key()] = &target{id: id, info: s, conn: c, rt: rt}
 	if old != nil { // a reconnect and a fresh announcement raced: keep the newer QP
 		_ = p.w.RemoveTarget(old.id)
+	}
+	p.mu.Unlock()
+	if old != nil {
 		_ = old.conn.close()
 	}
 	p.log.Info().Str("subscriber", s.Key()).Str("subscriber_host", s.Node.HostID).Str("provider", prov).Uint64("target", id).
@@ -522,7 +573,7 @@ func (p *Publisher) onSubscriberGone(s bus.SubscriberInfo, reason error) {
 	if t == nil {
 		return
 	}
-	if err := p.w.RemoveTarget(t.id); err != nil && !errors.Is(err, ring.ErrNoTarget) {
+	if err := p.writer().RemoveTarget(t.id); err != nil && !errors.Is(err, ring.ErrNoTarget) {
 		p.log.Warn().Err(err).Uint64("target", t.id).Msg("publisher: remove target")
 	}
 	_ = t.conn.close()
@@ -571,10 +622,13 @@ func (p *Publisher) MaxPayload() int {
 // oversize payload).
 func (p *Publisher) Publish(typ uint16, payload []byte, publishNs int64) (uint64, error) {
 	seq, err := p.w.Publish(typ, payload, publishNs)
-	if err == ring.ErrPayloadTooLarge {
-		return 0, ErrTooLarge
+	if err != nil && p.failover(err) {
+		seq, err = p.w.Publish(typ, payload, publishNs)
 	}
-	return seq, err
+	if err != nil {
+		return seq, p.publishErr(err)
+	}
+	return seq, nil
 }
 
 // PublishTick encodes t (its PubTime is the publish time) and publishes it.
@@ -590,10 +644,13 @@ func (p *Publisher) PublishTick(t *tick.Tick) (uint64, error) {
 // first sequence.
 func (p *Publisher) PublishBatch(msgs []ring.Tick) (uint64, error) {
 	seq, err := p.w.PublishBatch(msgs)
-	if err == ring.ErrPayloadTooLarge {
-		return 0, ErrTooLarge
+	if err != nil && p.failover(err) {
+		seq, err = p.w.PublishBatch(msgs)
 	}
-	return seq, err
+	if err != nil {
+		return seq, p.publishErr(err)
+	}
+	return seq, nil
 }
 
 // PublishAt publishes at exactly sequence seq: with two redundant feed
@@ -601,14 +658,17 @@ func (p *Publisher) PublishBatch(msgs []ring.Tick) (uint64, error) {
 // ring.ErrLost (drop the copy).
 func (p *Publisher) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int64) (uint64, error) {
 	got, err := p.w.PublishAt(seq, typ, payload, publishNs)
-	if err == ring.ErrPayloadTooLarge {
-		return 0, ErrTooLarge
+	if err != nil && p.failover(err) {
+		got, err = p.w.PublishAt(seq, typ, payload, publishNs)
 	}
-	return got, err
+	if err != nil {
+		return got, p.publishErr(err)
+	}
+	return got, nil
 }
 
 // Stats are the writer's counters.
-func (p *Publisher) Stats() ring.WriterStats { return p.w.Stats() }
+func (p *Publisher) Stats() ring.WriterStats { return p.writer().Stats() }
 
 // Close waits (up to the writer's timeout) for every posted write to land,
 // withdraws the publisher (if it is the topic's home, the home goes with
@@ -641,6 +701,13 @@ func (p *Publisher) Close() error {
 		p.mu.Unlock()
 		if p.w != nil {
 			errs = append(errs, p.w.Close())
+		}
+		p.mu.Lock()
+		retired := p.retired
+		p.retired = nil
+		p.mu.Unlock()
+		for _, f := range retired {
+			errs = append(errs, f())
 		}
 		for _, t := range targets {
 			errs = append(errs, t.conn.close())

@@ -33,6 +33,11 @@ var (
 	// ErrHomeFailed: the queue pair to the topic's home failed; the writer
 	// cannot claim any more sequences.
 	ErrHomeFailed = errors.New("ring: queue pair to the home failed")
+	// ErrFenced: the claim reached the writer's limit (SetLimit): the
+	// sequences lie outside what the topic's home reserved, or the writer
+	// learnt that its home's epoch ended. Nothing was written. Retryable:
+	// find the topic's home again and publish through a new writer.
+	ErrFenced = errors.New("ring: claim outside the home's reservation (fenced; find the home again)")
 	// ErrClosed: the writer, reader, ring or home was closed.
 	ErrClosed = errors.New("ring: closed")
 	// ErrTargetExists: AddTarget with an id already in use.

@@ -32,6 +32,18 @@ const (
 	// EventSkip: a publisher declared the sequences missing from its feed
 	// (PublishAt past the counter).
 	EventSkip
+	// EventEpoch: the topic's home failed over. The sequences belong to the
+	// ended epoch's reservation and were never written here: most were
+	// never handed out, the rest were claimed by a writer that died or was
+	// fenced with the old home. The new epoch starts at To+1. One event
+	// covers the whole range, however large.
+	EventEpoch
+	// EventJoin: the sequences were published while a publisher was
+	// joining this ring (before it had added the ring to its targets), so
+	// they were never written here. ring.Reader never emits it: the
+	// subscriber package re-labels the gap or overrun events that a joining
+	// publisher explains, and hands them to the handler like any other.
+	EventJoin
 )
 
 func (k EventKind) String() string {
@@ -44,6 +56,10 @@ func (k EventKind) String() string {
 		return "corrupt"
 	case EventSkip:
 		return "skip"
+	case EventEpoch:
+		return "epoch"
+	case EventJoin:
+		return "join"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }

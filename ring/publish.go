@@ -113,6 +113,9 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 		w.stats.backPressure.Add(1)
 		return 0, ErrBackPressure
 	}
+	if !w.inLimit(seq, 1) {
+		return 0, ErrFenced
+	}
 	var since int64
 	for {
 		orig, err := w.atomic(rdma.OpCompareAndSwap, seq, seq+1, 0)
@@ -374,13 +377,16 @@ func (w *Writer) claim(n uint64) (uint64, error) { return w.claimRoom(nil, n) }
 // come by the deadline. A FAA claim cannot know its sequence before it has
 // it, so it relies on the caller's check against the cached counter.
 func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
+	if !w.inLimit(w.cached, n) { // fenced before claiming: nothing taken
+		return 0, ErrFenced
+	}
 	if w.faa {
 		orig, err := w.atomic(rdma.OpFetchAndAdd, 0, 0, n)
 		if err != nil {
 			return 0, err
 		}
 		w.cached = orig + n
-		return orig, nil
+		return w.fenced(orig, n)
 	}
 	for losses := 0; ; losses++ {
 		if losses == maxCASLosses {
@@ -393,16 +399,19 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 				return 0, err
 			}
 			w.cached = orig + n
-			return orig, nil
+			return w.fenced(orig, n)
 		}
 		want := w.cached
+		if !w.inLimit(want, n) {
+			return 0, ErrFenced
+		}
 		orig, err := w.atomic(rdma.OpCompareAndSwap, want, want+n, 0)
 		if err != nil {
 			return 0, err
 		}
 		if orig == want {
 			w.cached = want + n
-			return want, nil
+			return w.fenced(want, n)
 		}
 		w.cached = orig
 		w.stats.casRetries.Add(1)
@@ -410,6 +419,15 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 			return 0, ErrBackPressure
 		}
 	}
+}
+
+// fenced returns first, or ErrFenced when the claimed sequences reach the
+// limit (epoch.go): they are not written.
+func (w *Writer) fenced(first, n uint64) (uint64, error) {
+	if !w.inLimit(first, n) {
+		return 0, ErrFenced
+	}
+	return first, nil
 }
 
 // maxCASLosses is how many CAS claims in a row a Publish or PublishBatch may

@@ -69,6 +69,11 @@ type Reader struct {
 	pend Event
 	// fence is the reader's own word for loadFence (unused on amd64).
 	fence atomic.Uint64
+	// Epochs (epoch.go): the newest epoch's first sequence and the newest
+	// reservation, set by SetEpoch from any goroutine.
+	epochStart atomic.Uint64
+	bound      atomic.Uint64
+	gapEpoch   bool // the pending gap check ends at an epoch start
 }
 
 // readerStats: the polling goroutine Adds (uncontended, once per batch or
@@ -84,12 +89,14 @@ type readerStats struct {
 	recovered atomic.Uint64
 	creditErr atomic.Uint64
 	torn      atomic.Uint64
+	epoch     atomic.Uint64
+	untrusted atomic.Uint64
 	_         [LineSize]byte
 }
 
 // ReaderStats are a reader's counters, in sequences. Delivered + Gap +
-// Overrun + Corrupt + Skip == Next - Start: every sequence passed is
-// accounted for. Recovered (from the journal) is part of Delivered.
+// Overrun + Corrupt + Skip + Epoch == Next - Start: every sequence passed
+// is accounted for. Recovered (from the journal) is part of Delivered.
 type ReaderStats struct {
 	Next         uint64 // the next sequence the reader waits for
 	Delivered    uint64
@@ -103,6 +110,12 @@ type ReaderStats struct {
 	// while the reader copied it (never delivered; the overrun that follows
 	// accounts for the sequence).
 	Torn uint64
+	// Epoch counts sequences an ended epoch reserved and never wrote here
+	// (EventEpoch): a failover passed over them.
+	Epoch uint64
+	// Untrusted counts stamps ahead of the reader that failed their header
+	// check or the bound (never acted on; see epoch.go).
+	Untrusted uint64
 }
 
 func newReader(mem []byte, cfg *RingConfig) *Reader {
@@ -149,6 +162,8 @@ func (r *Reader) Stats() ReaderStats {
 		Recovered:    r.stats.recovered.Load(),
 		CreditErrors: r.stats.creditErr.Load(),
 		Torn:         r.stats.torn.Load(),
+		Epoch:        r.stats.epoch.Load(),
+		Untrusted:    r.stats.untrusted.Load(),
 	}
 }
 
@@ -260,10 +275,19 @@ func (r *Reader) poll(h Handler, limit int) int {
 			r.next = seq + 1
 			continue
 		}
-		if stamp > seq && stamp != StampBusy && (stamp-seq)&r.mask == 0 {
+		if stamp > seq && stamp != StampBusy && (stamp-seq)&r.mask == 0 && r.trusted(off, stamp) {
+			work, n = work+n, r.flush(h, n)
+			if es := r.epochStart.Load(); es > seq && stamp >= es { // pairs with the CAS in SetEpoch
+				// A tick of a newer epoch overwrote seq's slot: seq itself
+				// is overrun; the rest of the old range is read (or found
+				// never written) slot by slot.
+				r.emit(h, Event{Kind: EventOverrun, From: seq, To: seq})
+				r.next = seq + 1
+				work++
+				continue
+			}
 			// Lapped: stamp is at least a ring ahead; stamp-slots+1 is the
 			// oldest sequence the ring may still hold.
-			work, n = work+n, r.flush(h, n)
 			resume := stamp - r.mask
 			work += r.lost(h, EventOverrun, seq, resume-1, stamp)
 			r.next = resume
@@ -304,6 +328,8 @@ func (r *Reader) emit(h Handler, ev Event) {
 		r.stats.corrupt.Add(c)
 	case EventSkip:
 		r.stats.skip.Add(c)
+	case EventEpoch:
+		r.stats.epoch.Add(c)
 	}
 	if r.pend.Kind == ev.Kind && r.pend.To+1 == ev.From {
 		r.pend.To = ev.To
@@ -471,6 +497,12 @@ func (r *Reader) idleCheck(h Handler) int {
 		}
 		r.lastScan = now
 		limit := r.firstPresent(r.next + 1)
+		r.gapEpoch = false
+		if es := r.epochStart.Load(); es > r.next && (limit == 0 || limit >= es) {
+			// Nothing of the ended epoch's range after next: once that
+			// stays so for the gap timeout, the range is one EventEpoch.
+			limit, r.gapEpoch = es, true
+		}
 		if limit == 0 && r.journal != nil {
 			// Nothing later in the ring: ask the home whether next was
 			// claimed at all (a claimant that died on the last tick of a
@@ -491,7 +523,7 @@ func (r *Reader) idleCheck(h Handler) int {
 	}
 	r.gapSince = 0
 	end := r.gapLimit
-	for s := r.next; s < end; s++ {
+	for s := r.next; s < end && s-r.next <= r.mask; s++ {
 		if r.present(s) {
 			end = s
 		}
@@ -500,6 +532,13 @@ func (r *Reader) idleCheck(h Handler) int {
 		return 0
 	}
 	from := r.next
+	if r.gapEpoch && end == r.gapLimit {
+		r.emit(h, Event{Kind: EventEpoch, From: from, To: end - 1})
+		r.flushEvent(h)
+		r.next = end
+		r.progress()
+		return 1
+	}
 	calls := r.lost(h, EventGap, from, end-1, r.gapLimit)
 	r.flushEvent(h)
 	r.next = end
@@ -507,13 +546,23 @@ func (r *Reader) idleCheck(h Handler) int {
 	return calls
 }
 
-// gapScan bounds how far past next the reader looks for later sequences.
-const gapScan = 256
+// gapScan bounds how far past next the reader looks for later sequences:
+// the whole ring, so a hole of any size up to the ring's (a reconnect, a
+// late join) is found; it costs one load per slot, 8 times per gap timeout
+// at most, on the idle path only.
+const gapScan = MaxSlots
 
 // present reports whether seq's slot holds seq or a later lap.
 func (r *Reader) present(seq uint64) bool {
-	s := stampAt(r.slots, int(seq&r.mask)*r.slotSize).Load() // pairs with the writer's stamp WRITE
-	return s >= seq && s != StampBusy
+	off := int(seq&r.mask) * r.slotSize
+	s := stampAt(r.slots, off).Load() // pairs with the writer's stamp WRITE
+	if s == seq {
+		return true
+	}
+	if es := r.epochStart.Load(); es > seq && s >= es {
+		return false // a newer epoch's tick: no evidence that seq's epoch wrote anything later
+	}
+	return s > seq && s != StampBusy && r.trusted(off, s)
 }
 
 // firstPresent is the first sequence from from on (within gapScan and one

@@ -262,6 +262,7 @@ type Writer struct {
 
 	targets atomic.Pointer[targetList]
 	stats   writerStats
+	fence   atomic.Uint64 // SetLimit; the hot path loads it once per claim (epoch.go)
 
 	// Control plane.
 	mu        sync.Mutex
@@ -347,6 +348,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		epoch:      newEpoch(),
 		log:        cfg.Logger,
 	}
+	w.fence.Store(^uint64(0)) // no limit until SetLimit (epoch.go)
 	if w.arbNs < 0 {
 		w.arbNs = 0
 	}

@@ -44,6 +44,12 @@ type Counters struct {
 	// StartedAt is where the ring started when it joined a running topic
 	// (the home's counter then); 0 if it started at the topic's beginning.
 	StartedAt uint64
+	// Join counts sequences reported as ring.EventJoin: published before a
+	// publisher that joined later had added this ring.
+	Join uint64
+	// Epoch counts sequences reported as ring.EventEpoch: reserved by a
+	// home that failed over and never written (mostly never handed out).
+	Epoch uint64
 	// Rate is ticks per second over the last stats interval (0 with the
 	// stats loop off).
 	Rate float64
@@ -114,13 +120,14 @@ type alsoReg struct {
 //
 // Joining. A ring is written to by each publisher only from the moment that
 // publisher added it; sequences claimed before are never written into it,
-// and the reader reports them as gaps or overruns. Those were never this
-// subscriber's to lose, so losses reported while the ring is joining are
-// counted apart (Counters.BeforeJoin, logged) and not passed to the
-// handler. The ring is joining until its first tick, and again whenever a
-// publisher is announced that has not delivered a tick yet, until it has or
-// until JoinGrace after the last publisher connected. Outside those windows
-// every loss is a gap or overrun, reported to the handler.
+// and the reader reports them as gaps or overruns. Before the ring's first
+// tick those are counted apart (Counters.BeforeJoin, logged) and not passed
+// to the handler: the subscriber's stream starts at its first tick. After
+// it, whenever a publisher is announced that has not delivered a tick yet,
+// until it has or until JoinGrace after the last publisher connected, a
+// gap or overrun is handed to the handler as ring.EventJoin (counted in
+// Counters.Join): never hidden, but told apart from a loss of a running
+// stream. Outside those windows every loss is a gap or overrun.
 type recHandler struct {
 	user   Handler
 	rec    *stats.Recorder
@@ -137,6 +144,9 @@ type recHandler struct {
 	joinGap     atomic.Uint64 // gap sequences lost while joining
 	joinOverrun atomic.Uint64 // overrun sequences lost while joining
 	joinSkipped atomic.Uint64 // sequences a restart (unstick) passed over; the ring never saw them
+	joinEpoch   atomic.Uint64 // epoch sequences passed before the first tick
+	lateGap     atomic.Uint64 // gap sequences handed out as EventJoin
+	lateOverrun atomic.Uint64 // overrun sequences handed out as EventJoin
 }
 
 func (h *recHandler) OnTicks(ts []ring.Tick) {
@@ -189,13 +199,27 @@ func (h *recHandler) extend(grace time.Duration) {
 }
 
 func (h *recHandler) OnEvent(ev ring.Event) {
-	if ev.Kind == ring.EventGap || ev.Kind == ring.EventOverrun {
-		if !h.joined || h.joining.Load() && time.Now().UnixNano() < h.joinDeadline.Load() {
+	switch ev.Kind {
+	case ring.EventGap, ring.EventOverrun:
+		if !h.joined {
 			if ev.Kind == ring.EventGap {
 				h.joinGap.Add(ev.Count())
 			} else {
 				h.joinOverrun.Add(ev.Count())
 			}
+			return
+		}
+		if h.joining.Load() && time.Now().UnixNano() < h.joinDeadline.Load() {
+			if ev.Kind == ring.EventGap {
+				h.lateGap.Add(ev.Count())
+			} else {
+				h.lateOverrun.Add(ev.Count())
+			}
+			ev.Kind = ring.EventJoin
+		}
+	case ring.EventEpoch:
+		if !h.joined {
+			h.joinEpoch.Add(ev.Count())
 			return
 		}
 	}
@@ -245,6 +269,7 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h H
 		Accept:          s.accept,
 		OnPublisher:     s.publisherUp,
 		OnPublisherGone: s.publisherGone,
+		OnHome:          s.onHome,
 	})
 	if err != nil {
 		_ = s.ring.Close()
@@ -315,6 +340,15 @@ func (s *Subscriber) publisherUp(p bus.PublisherInfo) {
 		s.h.publisherUp(binary.LittleEndian.Uint32(p.Data), s.cfg.JoinGrace)
 	}
 	s.log.Info().Str("publisher", p.Key()).Msg("subscriber: publisher up")
+}
+
+// onHome: the topic's home record (its epoch and reservation). A new epoch
+// makes the reader report what the old one reserved and never wrote as
+// one ring.EventEpoch; the reservation bounds which stamps it trusts.
+func (s *Subscriber) onHome(hi bus.HomeInfo) {
+	s.reader.SetEpoch(hi.Start, hi.Reserved)
+	s.log.Debug().Uint64("epoch", hi.Epoch).Uint64("start", hi.Start).Uint64("reserved", hi.Reserved).Str("home", hi.Node.ID).
+		Msg("subscriber: home record")
 }
 
 // publisherGone closes the queue pairs of a publisher that left.
@@ -515,10 +549,12 @@ func (s *Subscriber) Counters() Counters {
 		return *f // the ring is unmapped
 	}
 	jg, jo := s.h.joinGap.Load(), s.h.joinOverrun.Load() // before Stats: never more than it counted
+	lg, lo, je := s.h.lateGap.Load(), s.h.lateOverrun.Load(), s.h.joinEpoch.Load()
 	st := s.reader.Stats()
-	return Counters{Received: st.Delivered, Gaps: st.Gap - jg, Overruns: st.Overrun - jo, Skips: st.Skip,
+	return Counters{Received: st.Delivered, Gaps: st.Gap - jg - lg, Overruns: st.Overrun - jo - lo, Skips: st.Skip,
+		Join: lg + lo, Epoch: st.Epoch - je,
 		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
-		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo + s.h.joinSkipped.Load(), StartedAt: s.h.startedAt.Load(),
+		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo + je + s.h.joinSkipped.Load(), StartedAt: s.h.startedAt.Load(),
 		Rate: math.Float64frombits(s.rate.Load())}
 }
 

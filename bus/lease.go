@@ -1,0 +1,324 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Homes are elected in two JetStream key-value buckets, both keyed by topic:
+//
+//	<prefix>_homes  the lease: Create takes it, Update with the last
+//	                revision renews it, the bucket's TTL (MaxAge) expires a
+//	                lease nobody renews. The revision of the Create is the
+//	                home's epoch.
+//	<prefix>_seqs   the home record (homeRecord): epoch, node, the epoch's
+//	                first sequence and its reservation, the home's
+//	                descriptor. No TTL: it tells a successor where to start.
+//
+// JetStream's own consensus (Raft in a cluster) decides every Create and
+// compare-and-set; tickbus runs no timing window of its own.
+
+// kv returns the two buckets, creating them on first use, and starts the
+// node's watchers. A server without JetStream gets ErrNoJetStream.
+func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err error) {
+	n.kvMu.Lock()
+	defer n.kvMu.Unlock()
+	if n.leases != nil {
+		return n.leases, n.seqs, nil
+	}
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrConnect, err)
+	}
+	if _, err := js.AccountInfo(ctx); err != nil {
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
+			errors.Is(err, nats.ErrNoResponders) {
+			return nil, nil, fmt.Errorf("%w: server %s (%v); tickbus elects homes in a JetStream key-value bucket: start nats-server with -js",
+				ErrNoJetStream, n.nc.ConnectedUrlRedacted(), err)
+		}
+		return nil, nil, fmt.Errorf("%w: JetStream account info from %s: %v", ErrConnect, n.nc.ConnectedUrlRedacted(), err)
+	}
+	replicas := 1
+	if len(n.nc.Servers()) >= 3 {
+		replicas = 3
+	}
+	base := strings.ReplaceAll(n.cfg.Prefix, ".", "_")
+	mk := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+		cfg.History, cfg.Replicas = 1, replicas
+		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+		if err != nil && replicas > 1 {
+			cfg.Replicas = 1 // fewer JetStream servers than URLs
+			kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
+		}
+		if err != nil {
+			if kv2, err2 := js.KeyValue(ctx, cfg.Bucket); err2 == nil {
+				return kv2, nil // made by another node with another config
+			}
+			return nil, fmt.Errorf("%w: key-value bucket %s: %v", ErrConnect, cfg.Bucket, err)
+		}
+		return kv, nil
+	}
+	if leases, err = mk(jetstream.KeyValueConfig{Bucket: base + "_homes", TTL: n.cfg.LeaseTTL, Storage: jetstream.MemoryStorage,
+		LimitMarkerTTL: max(time.Second, n.cfg.LeaseTTL), Description: "tickbus: topic home leases"}); err != nil {
+		return nil, nil, err
+	}
+	if seqs, err = mk(jetstream.KeyValueConfig{Bucket: base + "_seqs", Storage: jetstream.FileStorage,
+		Description: "tickbus: topic home records (epoch, start, reserved sequences)"}); err != nil {
+		return nil, nil, err
+	}
+	lw, err := leases.WatchAll(n.ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: watch %s_homes: %v", ErrConnect, base, err)
+	}
+	sw, err := seqs.WatchAll(n.ctx)
+	if err != nil {
+		_ = lw.Stop()
+		return nil, nil, fmt.Errorf("%w: watch %s_seqs: %v", ErrConnect, base, err)
+	}
+	n.leases, n.seqs = leases, seqs
+	n.wg.Add(2)
+	go n.watchLeases(lw)
+	go n.watchRecords(sw)
+	return leases, seqs, nil
+}
+
+// casConflict: a Create found the key, or an Update's revision was not the
+// key's last.
+func casConflict(err error) bool {
+	var api *jetstream.APIError
+	if errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return true
+	}
+	return errors.Is(err, jetstream.ErrKeyExists)
+}
+
+func (n *Node) leaseValue() []byte {
+	return []byte(n.self.ID + " " + strconv.FormatUint(n.self.Incarnation, 10))
+}
+
+// getRecord reads the topic's home record; rev 0 and no error: none yet.
+func (n *Node) getRecord(ctx context.Context, seqs jetstream.KeyValue, topic string) (homeRecord, uint64, error) {
+	e, err := seqs.Get(ctx, topic)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return homeRecord{}, 0, nil
+	}
+	if err != nil {
+		return homeRecord{}, 0, fmt.Errorf("%w: read home record of %q: %v", ErrConnect, topic, err)
+	}
+	r, err := decodeRecord(e.Value())
+	if err != nil {
+		n.badInput("record", err)
+		return homeRecord{}, 0, err
+	}
+	return r, e.Revision(), nil
+}
+
+// currentHome is the topic's home if a live lease backs a finished record:
+// ok false while nobody holds the lease or its holder has not published
+// its descriptor yet.
+func (n *Node) currentHome(ctx context.Context, topic string) (HomeInfo, bool, error) {
+	leases, seqs, err := n.kv(ctx)
+	if err != nil {
+		return HomeInfo{}, false, err
+	}
+	le, err := leases.Get(ctx, topic)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return HomeInfo{}, false, nil
+	}
+	if err != nil {
+		return HomeInfo{}, false, fmt.Errorf("%w: read lease of %q: %v", ErrConnect, topic, err)
+	}
+	rec, rev, err := n.getRecord(ctx, seqs, topic)
+	if err != nil || rev == 0 {
+		return HomeInfo{}, false, err
+	}
+	if string(le.Value()) != rec.Node+" "+strconv.FormatUint(rec.Inc, 10) || len(rec.Desc) == 0 {
+		return HomeInfo{}, false, nil // the holder is still fencing its predecessor or making its home
+	}
+	return rec.info(topic, n.self), true, nil
+}
+
+// watchLeases tells local publications at once when a topic's lease is
+// deleted (a home closed) or expires (a delete marker, where the server
+// writes them), so that failover does not wait for a heartbeat timeout.
+func (n *Node) watchLeases(w jetstream.KeyWatcher) {
+	defer n.wg.Done()
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue // end of the initial values
+			}
+			op := e.Operation()
+			n.mu.Lock()
+			if op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge {
+				for _, p := range n.localPubs[e.Key()] {
+					p.leaseGone()
+				}
+			}
+			n.wakeLocked(e.Key())
+			n.mu.Unlock()
+		}
+	}
+}
+
+// watchRecords hands every new home record to the topic's local
+// publications and subscriptions (OnHome): a new reservation, or a new
+// epoch. A publication whose home an epoch superseded gets OnHomeLost.
+func (n *Node) watchRecords(w jetstream.KeyWatcher) {
+	defer n.wg.Done()
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			rec, err := decodeRecord(e.Value())
+			if err != nil {
+				n.badInput("record", err)
+				continue
+			}
+			topic := e.Key()
+			n.mu.Lock()
+			if old, ok := n.records[topic]; !ok || rec.Epoch > old.Epoch || rec.Epoch == old.Epoch && rec.Reserved >= old.Reserved {
+				n.records[topic] = rec
+				hi := rec.info(topic, n.self)
+				for _, p := range n.localPubs[topic] {
+					p.onRecord(hi)
+				}
+				for _, s := range n.localSubs[topic] {
+					s.onHome(hi)
+				}
+			}
+			n.wakeLocked(topic)
+			n.mu.Unlock()
+		}
+	}
+}
+
+// wakeCh is closed at the topic's next lease or record change. Called
+// with n.mu.
+func (n *Node) wakeChLocked(topic string) chan struct{} {
+	c := n.wakes[topic]
+	if c == nil {
+		c = make(chan struct{})
+		n.wakes[topic] = c
+	}
+	return c
+}
+
+func (n *Node) wakeLocked(topic string) {
+	if c := n.wakes[topic]; c != nil {
+		close(c)
+		delete(n.wakes, topic)
+	}
+}
+
+// holdLease renews the lease of a home held here every LeaseTTL/3 and
+// extends its reservation when less than half a chunk is left. A renewal
+// that finds the lease taken, or no renewal for 3/4 of the TTL, loses the
+// home before the lease can expire elsewhere; so does a reservation that
+// cannot be extended (claimants stop at the reserved mark on their own).
+func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyValue) {
+	defer n.wg.Done()
+	defer close(s.done)
+	ttl := n.cfg.LeaseTTL
+	renewEvery, fenceAfter := ttl/3, ttl*3/4
+	t := time.NewTicker(min(ttl/20, 25*time.Millisecond))
+	defer t.Stop()
+	val := n.leaseValue()
+	lastRenew := s.leaseAt
+	for {
+		select {
+		case <-s.stop:
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+			if err := leases.Delete(ctx, topic, jetstream.LastRevision(s.leaseRev)); err != nil {
+				n.log.Debug().Err(err).Str("topic", topic).Msg("bus: delete lease")
+			}
+			cancel()
+			return
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if now.Sub(s.leaseAt) >= fenceAfter {
+			n.loseHome(topic, s, fmt.Errorf("%w: lease of %q not renewed for %v", ErrHomeLost, topic, now.Sub(s.leaseAt)))
+			return
+		}
+		if now.Sub(lastRenew) >= renewEvery {
+			lastRenew = now
+			ctx, cancel := context.WithTimeout(n.ctx, fenceAfter-now.Sub(s.leaseAt))
+			rev, err := leases.Update(ctx, topic, val, s.leaseRev)
+			cancel()
+			switch {
+			case err == nil:
+				s.leaseRev, s.leaseAt = rev, now
+			case casConflict(err) || errors.Is(err, jetstream.ErrKeyNotFound):
+				n.loseHome(topic, s, fmt.Errorf("%w: lease of %q taken: %v", ErrHomeLost, topic, err))
+				return
+			default:
+				n.log.Warn().Err(err).Str("topic", topic).Msg("bus: lease renewal failed; retrying")
+			}
+		}
+		if f := s.owner.spec.HomeCounter; f != nil {
+			c := f()
+			if c+n.cfg.ReserveChunk/2 >= s.rec.Reserved {
+				rec := s.rec
+				rec.Reserved = max(c, rec.Reserved) + n.cfg.ReserveChunk
+				b, err := encodeRecord(rec)
+				if err == nil {
+					ctx, cancel := context.WithTimeout(n.ctx, fenceAfter)
+					var rev uint64
+					rev, err = seqs.Update(ctx, topic, b, s.rev)
+					cancel()
+					if err == nil {
+						s.rec, s.rev = rec, rev
+						continue
+					}
+				}
+				if casConflict(err) {
+					n.loseHome(topic, s, fmt.Errorf("%w: home record of %q taken: %v", ErrHomeLost, topic, err))
+					return
+				}
+				n.log.Warn().Err(err).Str("topic", topic).Msg("bus: extend reservation failed; retrying")
+			}
+		}
+	}
+}
+
+// loseHome gives up a home whose lease is gone: its query subscription
+// goes and local publications get OnHomeLost.
+func (n *Node) loseHome(topic string, s *homeSlot, reason error) {
+	n.mu.Lock()
+	if n.homes[topic] == s {
+		delete(n.homes, topic)
+		n.homeGoneLocked(topic, n.self.ID, reason)
+	}
+	n.wakeLocked(topic)
+	n.mu.Unlock()
+	if s.sub != nil {
+		_ = s.sub.Unsubscribe()
+	}
+	n.log.Warn().Str("topic", topic).Err(reason).Msg("bus: this node lost the topic's home")
+}

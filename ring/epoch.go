@@ -1,0 +1,88 @@
+package ring
+
+import "encoding/binary"
+
+// Epochs and fencing.
+//
+// A topic's home is elected outside ring (the bus, on JetStream); each
+// home's term is an epoch. Every epoch owns a range of sequences: it starts
+// at Start and hands out nothing at or above its reservation, and the next
+// epoch starts at the last reservation its predecessor made. So sequences
+// of different epochs never collide, and two rules keep an old epoch from
+// landing a tick where a new one is read:
+//
+//   - Writer side (SetLimit): a claim whose sequences reach the limit (the
+//     reservation the writer knows, or 0 once it learnt that its epoch
+//     ended) is not written; it returns ErrFenced, a retryable error: find
+//     the topic's home again. The check is the writer's own, after its
+//     claim's completion, so it works the same on a NIC, where the home's
+//     CPU takes no part in a claim.
+//   - Reader side (SetEpoch): a reader told that a new epoch starts at S
+//     while it waits for next < S reports next..S-1 with one EventEpoch
+//     once nothing of that range arrives for the gap timeout (or at once
+//     when a tick of the new epoch already sits in next's slot), and goes
+//     on at S. A late tick of the old epoch can only carry a sequence below
+//     S, which the reader has passed: it is never delivered out of order.
+//
+// A stamp ahead of the reader (a lapped slot) is trusted only if the slot's
+// header check passes for it and it is below the bound the reader knows
+// (the newest reservation): one stray 8-byte WRITE cannot make a reader
+// jump ahead.
+
+// SetLimit bounds the sequences the writer may write: a claim reaching
+// limit returns ErrFenced and writes nothing. 0 fences the writer
+// entirely. Safe from any goroutine; the default is no limit.
+func (w *Writer) SetLimit(limit uint64) {
+	w.fence.Store(limit) // pairs with the Load in inLimit
+}
+
+// Limit is the writer's limit (see SetLimit).
+func (w *Writer) Limit() uint64 { return w.fence.Load() }
+
+// inLimit reports whether first..first+n-1 are all below the limit.
+func (w *Writer) inLimit(first, n uint64) bool {
+	return first+n <= w.fence.Load() && first+n >= first // pairs with the Store in SetLimit
+}
+
+// SetEpoch tells the reader that the topic's epoch starting at start is
+// current and that no sequence at or above reserved has been handed out.
+// Safe from any goroutine while Poll runs. A start at or below the
+// reader's position only raises the bound.
+func (r *Reader) SetEpoch(start, reserved uint64) {
+	for {
+		old := r.epochStart.Load()
+		if start <= old || r.epochStart.CompareAndSwap(old, start) {
+			break
+		}
+	}
+	for {
+		old := r.bound.Load()
+		if reserved <= old || r.bound.CompareAndSwap(old, reserved) {
+			break
+		}
+	}
+}
+
+// trusted reports whether stamp (> seq, in seq's slot at off) can be
+// believed: the slot's header check passes for stamp and stamp is below
+// the known bound. Off the hot path: only a lapped-looking slot gets here.
+func (r *Reader) trusted(off int, stamp uint64) bool {
+	if b := r.bound.Load(); b != 0 && stamp >= b { // pairs with the CAS in SetEpoch
+		r.stats.untrusted.Add(1)
+		return false
+	}
+	s := r.slots[off : off+SlotHeaderSize]
+	ns := int64(binary.LittleEndian.Uint64(s[8:]))
+	n := binary.LittleEndian.Uint32(s[16:])
+	typ := binary.LittleEndian.Uint16(s[20:])
+	flags := binary.LittleEndian.Uint16(s[22:])
+	pub := binary.LittleEndian.Uint32(s[24:])
+	check := binary.LittleEndian.Uint32(s[28:])
+	if check != headerCheck(stamp, ns, n, typ, flags, pub) {
+		if stampAt(r.slots, off).Load() == stamp { // not merely being rewritten
+			r.stats.untrusted.Add(1)
+		}
+		return false
+	}
+	return true
+}

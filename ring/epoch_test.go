@@ -1,0 +1,146 @@
+package ring
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReader_FarAheadForgedStamp_NotTrustedAndDeliveryGoesOn(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64, GapTimeout: 20 * time.Millisecond})
+	rd := r.Reader()
+	for i := 1; i <= 5; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, rd, &c, func() bool { return len(c.ticks) == 5 })
+	// one stray 8-byte WRITE into the slot of seq 6: a stamp a huge number
+	// of laps ahead (today's reader jumped to it and reported ~1.8e19 overruns)
+	forged := uint64(6) + 64*(1<<50)
+	stampAt(rd.slots, int(6&rd.mask)*rd.slotSize).Store(forged)
+	for range 1000 {
+		rd.Poll(&c)
+	}
+	assert.Equal(t, uint64(6), rd.Next(), "a stamp whose header check fails is never acted on")
+	assert.Empty(t, c.events)
+	assert.NotZero(t, rd.Stats().Untrusted)
+	for i := 6; i <= 10; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	pollUntil(t, rd, &c, func() bool { return len(c.ticks) == 10 })
+	assert.Empty(t, c.events)
+	for i, tk := range c.ticks {
+		assert.Equal(t, uint64(i+1), tk.Seq)
+	}
+}
+
+func TestReader_LappedStampAboveBound_NotTrusted(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64, GapTimeout: 20 * time.Millisecond})
+	rd := r.Reader()
+	rd.SetEpoch(1, 100) // nothing at or above 100 was handed out
+	var c collector
+	// a complete slot for 641 (header check passes), written by hand exactly
+	// as a writer would, but above the bound
+	seq := uint64(641)
+	off := int(seq&rd.mask) * rd.slotSize
+	putBody(rd.slots[off+offBody:off+SlotHeaderSize], seq, 0, 0, 0, 0, 7)
+	stampAt(rd.slots, off).Store(seq)
+	// seq 1 lives in the same slot as 641 (64 slots): the reader waits for 1
+	for range 1000 {
+		rd.Poll(&c)
+	}
+	assert.Equal(t, uint64(1), rd.Next())
+	assert.Empty(t, c.events)
+	rd.SetEpoch(1, 1000) // now the bound allows it: a real lap
+	pollUntil(t, rd, &c, func() bool { return rd.Next() > 1 })
+	require.NotEmpty(t, c.events)
+	assert.Equal(t, EventOverrun, c.events[0].Kind)
+}
+
+func TestReader_NewEpoch_UnusedRangeIsOneEpochEvent(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 1024, GapTimeout: 20 * time.Millisecond})
+	rd := r.Reader()
+	for i := 1; i <= 10; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, rd, &c, func() bool { return len(c.ticks) == 10 })
+	// the home fails over: the old one had reserved up to 1<<22; the new
+	// epoch starts there (a second home, a second writer)
+	const start = 1 << 22
+	home2, err := NewHome(tp.dev, HomeConfig{Start: start})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = home2.Close() })
+	cq := newCQ(t, tp.dev, 4096)
+	hq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
+	w2, err := NewWriter(WriterConfig{Device: tp.dev, CQ: cq, HomeQP: hq, Home: home2.Desc(), Timeout: 2 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w2.Close() })
+	tp.connect(w2, 99, r)
+	rd.SetEpoch(start, start+1<<22)
+	for i := 0; i < 5; i++ {
+		_, err := w2.Publish(0, payloadFor(uint64(start+i), 8), 0)
+		require.NoError(t, err)
+	}
+	pollUntil(t, rd, &c, func() bool { return len(c.ticks) == 15 })
+	assert.Equal(t, []Event{{Kind: EventEpoch, From: 11, To: start - 1}}, c.events, "one event, not one gap per sequence")
+	assert.Equal(t, uint64(start), c.ticks[10].Seq)
+	st := rd.Stats()
+	assert.Equal(t, uint64(start-11), st.Epoch)
+	assert.Equal(t, st.Next-1, st.Delivered+st.Gap+st.Overrun+st.Corrupt+st.Skip+st.Epoch, "every sequence accounted for")
+}
+
+func TestReader_HoleLargerThan256_ReportedAsGap(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	dead := tp.addWriter(WriterConfig{PublisherID: 66})
+	r := tp.addRing(RingConfig{Slots: 4096, GapTimeout: 20 * time.Millisecond}, tp.w)
+	_, err := tp.w.Publish(0, payloadFor(1, 8), 0)
+	require.NoError(t, err)
+	_, err = dead.claim(1000) // a reconnect's hole: claimed, never written here
+	require.NoError(t, err)
+	tp.w.cached = 1002
+	_, err = tp.w.Publish(0, payloadFor(1002, 8), 0)
+	require.NoError(t, err)
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 2 })
+	assert.Equal(t, []Event{{Kind: EventGap, From: 2, To: 1001}}, c.events)
+}
+
+func TestWriter_SetLimit_ClaimsReachingItAreFenced(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64, GapTimeout: 20 * time.Millisecond})
+	tp.w.SetLimit(4) // sequences 1..3 reserved
+	for i := 1; i <= 3; i++ {
+		seq, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(i), seq)
+	}
+	_, err := tp.w.Publish(0, payloadFor(4, 8), 0)
+	require.ErrorIs(t, err, ErrFenced)
+	_, err = tp.w.PublishBatch([]Tick{{Payload: payloadFor(4, 8)}})
+	require.ErrorIs(t, err, ErrFenced)
+	_, err = tp.w.PublishAt(9, 0, payloadFor(9, 8), 0)
+	require.ErrorIs(t, err, ErrFenced)
+	assert.Equal(t, uint64(4), tp.home.Counter(), "a CAS claim fenced before it claims takes nothing")
+	tp.w.SetLimit(0)
+	_, err = tp.w.Publish(0, payloadFor(4, 8), 0)
+	require.ErrorIs(t, err, ErrFenced)
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 3 })
+
+	faa := tp.addWriter(WriterConfig{Claim: ClaimFAA, PublisherID: 9})
+	faa.SetLimit(5)
+	seq, err := faa.Publish(0, payloadFor(4, 8), 0)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(4), seq)
+	_, err = faa.Publish(0, payloadFor(5, 8), 0)
+	require.ErrorIs(t, err, ErrFenced, "a FAA claim past the limit is not written")
+}
