@@ -6,6 +6,9 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/tickbus/tickbus/ring"
 )
 
 // What Check finds wrong. Test them with errors.Is on Report.Err.
@@ -333,4 +336,34 @@ func checkOne(r *Report, s Subscriber) SubscriberReport {
 		started = true
 	}
 	return sr
+}
+
+// Failover is one change of epoch as a subscriber saw it: the event that
+// named the old epoch's unused sequences, the last tick delivered before
+// them (through the old home) and the first after (through the new one).
+type Failover struct {
+	Event             Event
+	LastOld, FirstNew Tick
+	// Took is from the old home's last tick to the new home's first, as
+	// delivered here.
+	Took time.Duration
+}
+
+// Failovers lists the epoch changes s saw that have a tick on both sides.
+func Failovers(s Subscriber) []Failover {
+	var out []Failover
+	for _, e := range s.Events {
+		if e.Kind != uint8(ring.EventEpoch) {
+			continue
+		}
+		after := sort.Search(len(s.Ticks), func(i int) bool { return s.Ticks[i].Seq > e.To })
+		before := sort.Search(len(s.Ticks), func(i int) bool { return s.Ticks[i].Seq >= e.From }) - 1
+		if before < 0 || after >= len(s.Ticks) {
+			continue
+		}
+		f := Failover{Event: e, LastOld: s.Ticks[before], FirstNew: s.Ticks[after]}
+		f.Took = time.Duration(f.FirstNew.Ns - f.LastOld.Ns)
+		out = append(out, f)
+	}
+	return out
 }

@@ -3,9 +3,12 @@ package chaos
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/ring"
 )
 
 // run makes delivered ticks for seqs from publisher 1, the hash a function
@@ -121,4 +124,18 @@ func TestReport_ErrKeepsTwentyOfAKindAndCountsTheRest(t *testing.T) {
 	r := Check([]Subscriber{{Name: "a", Ticks: run(ticks...)}}, []Publisher{pub1(100)})
 	require.Len(t, r.Problems, 49)
 	assert.ErrorContains(t, r.Err(), "29 more")
+}
+
+func TestFailovers_FromTheOldHomesLastTickToTheNewOnesFirst(t *testing.T) {
+	ticks := []Tick{{Seq: 1, Ns: 100}, {Seq: 2, Ns: 200}, {Seq: 1001, Ns: 900}, {Seq: 1002, Ns: 950}}
+	s := Subscriber{Name: "a", Ticks: ticks, Events: []Event{
+		{Kind: uint8(ring.EventGap), From: 3, To: 3},
+		{Kind: uint8(ring.EventEpoch), From: 3, To: 1000},
+		{Kind: uint8(ring.EventEpoch), From: 2000, To: 3000}, // nothing delivered after it
+	}}
+	fs := Failovers(s)
+	require.Len(t, fs, 1)
+	assert.Equal(t, uint64(2), fs[0].LastOld.Seq)
+	assert.Equal(t, uint64(1001), fs[0].FirstNew.Seq)
+	assert.Equal(t, 700*time.Nanosecond, fs[0].Took)
 }
