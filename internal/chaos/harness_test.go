@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/internal/child"
@@ -61,8 +62,8 @@ func (p *proc) log() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stderr.String()
-	if len(s) > 6000 {
-		s = "…" + s[len(s)-6000:]
+	if len(s) > 3000 {
+		s = "…" + s[len(s)-3000:]
 	}
 	return s
 }
@@ -77,7 +78,7 @@ func (p *proc) alive() bool {
 }
 
 // expect waits for the next non-STAT line and returns what follows want.
-func (p *proc) expect(t *testing.T, want string, timeout time.Duration) string {
+func (p *proc) expect(t testing.TB, want string, timeout time.Duration) string {
 	t.Helper()
 	select {
 	case l, ok := <-p.lines:
@@ -108,10 +109,11 @@ func fields(s string) map[string]string {
 // harness runs the roles in three hosts, each with a nats-server of one
 // JetStream cluster, and injects the faults.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
-	net     *netns.Net
-	servers []*netns.NATSServer
+	net     *netns.Net          // nil: every role in the root namespace, on loopback
+	servers []*netns.NATSServer // with net
+	local   string              // without net: the one NATS server's URL
 	dir     string
 	start   time.Time
 
@@ -125,7 +127,7 @@ type harness struct {
 	batch []int // per slot
 }
 
-func newHarness(t *testing.T, ctx context.Context) *harness {
+func newHarness(t testing.TB, ctx context.Context) *harness {
 	t.Helper()
 	if err := netns.Available(); err != nil {
 		t.Skipf("needs network namespaces to stand in for hosts: %v", err)
@@ -133,16 +135,8 @@ func newHarness(t *testing.T, ctx context.Context) *harness {
 	n, err := netns.New(ctx, netns.Config{Hosts: 3})
 	require.NoError(t, err)
 	t.Cleanup(func() { n.Close() })
-	dir, err := os.MkdirTemp("", "chaos-")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("records kept in %s", dir)
-			return
-		}
-		os.RemoveAll(dir)
-	})
-	servers, err := n.StartNATSWith(ctx, netns.NATSOptions{JetStreamDir: filepath.Join(dir, "js")})
+	h := baseHarness(t, ctx)
+	servers, err := n.StartNATSWith(ctx, netns.NATSOptions{JetStreamDir: filepath.Join(h.dir, "js")})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		for _, s := range servers {
@@ -152,7 +146,37 @@ func newHarness(t *testing.T, ctx context.Context) *harness {
 	for _, s := range servers {
 		require.NoError(t, s.WaitJetStream(ctx))
 	}
-	h := &harness{t: t, ctx: ctx, net: n, servers: servers, dir: dir, start: time.Now(), nextID: 100, pubs: make([]*proc, 3)}
+	h.net, h.servers = n, servers
+	h.start = time.Now()
+	return h
+}
+
+// newLocalHarness runs every role in this namespace against one
+// nats-server with JetStream in this process: no root needed.
+func newLocalHarness(t testing.TB, ctx context.Context) *harness {
+	t.Helper()
+	h := baseHarness(t, ctx)
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: filepath.Join(h.dir, "js"), NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	require.True(t, s.ReadyForConnections(20*time.Second), "nats-server ready")
+	h.local = s.ClientURL()
+	return h
+}
+
+func baseHarness(t testing.TB, ctx context.Context) *harness {
+	dir, err := os.MkdirTemp("", "chaos-")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("records kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	h := &harness{t: t, ctx: ctx, dir: dir, start: time.Now(), nextID: 100, pubs: make([]*proc, 3), rate: 1000, batch: []int{1, 1, 1}}
 	t.Cleanup(func() {
 		for _, p := range append(append([]*proc{}, h.all...), h.subs...) {
 			if p.alive() {
@@ -163,7 +187,11 @@ func newHarness(t *testing.T, ctx context.Context) *harness {
 		}
 		if t.Failed() {
 			for _, p := range append(append([]*proc{}, h.all...), h.subs...) {
-				t.Logf("%s's log:\n%s", p.name, p.log())
+				p.mu.Lock()
+				full := p.stderr.String()
+				p.mu.Unlock()
+				os.WriteFile(p.out+".log", []byte(full), 0o644)
+				t.Logf("%s's log (whole in %s.log):\n%s", p.name, p.out, p.log())
 			}
 		}
 	})
@@ -172,6 +200,9 @@ func newHarness(t *testing.T, ctx context.Context) *harness {
 
 // urls: the host's own server first, then the others.
 func (h *harness) urls(host int) string {
+	if h.net == nil {
+		return h.local
+	}
 	u := []string{h.servers[host].URL}
 	for i, s := range h.servers {
 		if i != host {
@@ -184,12 +215,18 @@ func (h *harness) urls(host int) string {
 func (h *harness) spawn(host int, name, role string, args ...string) *proc {
 	h.t.Helper()
 	p := &proc{name: name, host: host, out: filepath.Join(h.dir, name), lines: make(chan string, 64), done: make(chan struct{})}
-	args = append([]string{"-nats", h.urls(host), "-host", h.net.Hosts[host].Addr, "-name", name,
-		"-hostid", h.net.Hosts[host].Name, "-out", p.out}, args...)
-	base, err := child.Command(context.Background(), role, args...)
+	addr, hostID := "127.0.0.1", "local"
+	if h.net != nil {
+		addr, hostID = h.net.Hosts[host].Addr, h.net.Hosts[host].Name
+	}
+	args = append([]string{"-nats", h.urls(host), "-host", addr, "-name", name, "-hostid", hostID, "-out", p.out}, args...)
+	cmd, err := child.Command(context.Background(), role, args...)
 	require.NoError(h.t, err)
-	cmd := h.net.Command(context.Background(), host, base.Path, base.Args[1:]...)
-	cmd.Env = base.Env
+	if h.net != nil {
+		base := cmd
+		cmd = h.net.Command(context.Background(), host, base.Path, base.Args[1:]...)
+		cmd.Env = base.Env
+	}
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(h.t, err)
 	p.stdin, err = cmd.StdinPipe()
