@@ -36,6 +36,7 @@ func BenchmarkFailover(b *testing.B) {
 		p.mu.Unlock()
 		require.NoError(b, p.cmd.Process.Signal(syscall.SIGKILL))
 		<-p.done
+		h.waitNewHome(p.num("epoch"), 30*time.Second)
 		h.progress("after the home was killed", 30*time.Second)
 		h.startPub(slot)
 		h.progress("after a publisher started", 30*time.Second)

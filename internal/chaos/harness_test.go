@@ -307,6 +307,21 @@ func (h *harness) home() int {
 	return best
 }
 
+// waitNewHome waits until a running publisher is home in an epoch past
+// epoch: the failover is done.
+func (h *harness) waitNewHome(epoch uint64, timeout time.Duration) int {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if i := h.home(); i >= 0 && h.pubs[i].num("epoch") > epoch {
+			return i
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.t.Fatalf("no publisher became the topic's home past epoch %d within %v", epoch, timeout)
+	return -1
+}
+
 func (h *harness) waitHome(timeout time.Duration) int {
 	h.t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -359,6 +374,8 @@ func (h *harness) killHome() {
 	p.mu.Unlock()
 	require.NoError(h.t, p.cmd.Process.Kill())
 	<-p.done
+	next := h.waitNewHome(p.num("epoch"), 30*time.Second)
+	h.note("%s is the home (epoch %s)", h.pubs[next].name, h.pubs[next].field("epoch"))
 	h.progress("after the home was killed", 30*time.Second)
 	q := h.startPub(slot)
 	h.note("restarted slot %d as %s", slot, q.name)
