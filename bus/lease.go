@@ -97,7 +97,7 @@ func casConflict(err error) bool {
 		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 		return true
 	}
-	return errors.Is(err, jetstream.ErrKeyExists)
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }
 
 func (n *Node) leaseValue() []byte {

@@ -72,7 +72,7 @@ type Config struct {
 	// next home when the current one went away (default 3s); then it
 	// returns ErrNoHome.
 	FailoverTimeout time.Duration
-	Logger         zerolog.Logger
+	Logger          zerolog.Logger
 }
 
 func (c *Config) setDefaults() error {
@@ -220,7 +220,7 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*P
 		ValidateSubscriber: validateSubscriber,
 		OnSubscriber:       p.onSubscriber,
 		OnSubscriberGone:   p.onSubscriberGone,
-		OnHomeLost: p.onHomeLost,
+		OnHomeLost:         p.onHomeLost,
 	})
 	if err != nil {
 		p.mu.Lock()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,25 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// startNATSJetStream runs nats-server as its own process on port with
-// JetStream, storing in a fresh directory: what a topic's home election
-// needs from a user's server.
-func startNATSJetStream(t *testing.T, ctx context.Context, bin string, port int) *proc {
-	t.Helper()
-	p := start(t, ctx, "nats-server", bin, nil, "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", t.TempDir())
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return p
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("nats-server not listening on %d\n%s", port, p.errOut())
-	return nil
-}
 
 // printed is what `tickbus sub --print` printed of one venue's ticks: the
 // sequences, in order.
@@ -79,7 +59,7 @@ func TestFailover_HomePublisherKilled_OtherPublisherExitsZeroEveryTickReceived(t
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	port := freePort(t)
-	startNATSJetStream(t, ctx, natsBin, port)
+	startNATS(t, ctx, natsBin, port) // with JetStream
 	common := []string{"--nats", fmt.Sprintf("nats://127.0.0.1:%d", port), "--topic", "homekill", "--idle", "yield", "--json",
 		"--log-level", "info", "--log-format", "json"}
 	sub := start(t, ctx, "sub", tickbus, nil, append([]string{"sub", "--node-id", "s", "--interval", "200ms", "--print"}, common...)...)
@@ -119,7 +99,7 @@ func TestFailover_OnlyPublisherKilledNewOneLater_EveryTickOfTheNewOneReceived(t 
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	port := freePort(t)
-	startNATSJetStream(t, ctx, natsBin, port)
+	startNATS(t, ctx, natsBin, port) // with JetStream
 	common := []string{"--nats", fmt.Sprintf("nats://127.0.0.1:%d", port), "--topic", "restart", "--idle", "yield", "--json",
 		"--log-level", "info", "--log-format", "json"}
 	sub := start(t, ctx, "sub", tickbus, nil, append([]string{"sub", "--node-id", "s", "--interval", "200ms", "--print"}, common...)...)

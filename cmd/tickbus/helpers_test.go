@@ -213,7 +213,8 @@ func freePort(t *testing.T) int {
 // startNATS runs nats-server as its own process on port.
 func startNATS(t *testing.T, ctx context.Context, bin string, port int) *proc {
 	t.Helper()
-	p := start(t, ctx, "nats-server", bin, nil, "-a", "127.0.0.1", "-p", fmt.Sprint(port))
+	// -js: tickbus elects each topic's home in a JetStream key-value bucket
+	p := start(t, ctx, "nats-server", bin, nil, "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", t.TempDir())
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)

@@ -42,7 +42,7 @@ func natsServerMain(args []string) int {
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	name := fs.String("name", "", "server name")
 	routes := fs.String("routes", "", "comma-separated peer addresses")
-	js := fs.String("js", "", "JetStream store directory (empty: no JetStream)")
+	js := fs.String("js", "", "JetStream store directory, kept (empty: a temporary one, removed on exit)")
 	if err := fs.Parse(args); err != nil {
 		fmt.Printf("ERR %v\n", err)
 		return 2
@@ -51,12 +51,21 @@ func natsServerMain(args []string) int {
 	if *routes != "" {
 		peers = strings.Split(*routes, ",")
 	}
+	// JetStream: tickbus elects each topic's home in its key-value buckets.
+	dir := *js
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "tickbus-netns-js-")
+		if err != nil {
+			fmt.Printf("ERR JetStream store: %v\n", err)
+			return 2
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
 	opts := &server.Options{
 		ServerName: *name, Host: *host, Port: NATSClientPort, NoSigs: true, NoLog: os.Getenv("NETNS_NATS_LOG") == "",
-		Cluster: server.ClusterOpts{Name: "tickbus", Host: *host, Port: NATSClusterPort},
-	}
-	if *js != "" {
-		opts.JetStream, opts.StoreDir = true, *js
+		Cluster:   server.ClusterOpts{Name: "tickbus", Host: *host, Port: NATSClusterPort},
+		JetStream: true, StoreDir: dir,
 	}
 	for _, p := range peers {
 		u, err := url.Parse(fmt.Sprintf("nats-route://%s:%d", p, NATSClusterPort))
@@ -115,10 +124,11 @@ type NATSServer struct {
 
 // NATSOptions shapes the servers StartNATSWith starts.
 type NATSOptions struct {
-	// JetStreamDir, if set, enables JetStream in every server, each storing
-	// in its own subdirectory named after its host (kept across Restart,
-	// so a restarted server recovers its state as a real one does). The
-	// caller removes the directory.
+	// JetStreamDir, if set, is where every server stores JetStream, each in
+	// its own subdirectory named after its host (kept across Restart, so a
+	// restarted server recovers its state as a real one does); the caller
+	// removes it. Empty: each server uses a temporary directory it removes
+	// on exit.
 	JetStreamDir string
 }
 

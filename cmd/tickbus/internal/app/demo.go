@@ -113,11 +113,20 @@ func event(m map[string]json.RawMessage) string {
 	return s
 }
 
+// startNATS runs the demo's NATS server, with JetStream (homes are elected
+// in its key-value buckets) in a temporary directory removed at shutdown.
 func startNATS() (*server.Server, error) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, ServerName: "tickbus-demo"})
+	dir, err := os.MkdirTemp("", "tickbus-demo-js-")
 	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: JetStream store: %w", err)
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, ServerName: "tickbus-demo",
+		JetStream: true, StoreDir: dir})
+	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded NATS: %w", err)
 	}
+	go func() { ns.WaitForShutdown(); _ = os.RemoveAll(dir) }()
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
