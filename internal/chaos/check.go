@@ -34,7 +34,16 @@ var (
 	// ErrUnpublished: a subscriber delivered a tick no publisher recorded
 	// (beyond what a killed publisher could not record before it died).
 	ErrUnpublished = errors.New("chaos: tick delivered that no publisher published")
+	// ErrMisnamed: a subscriber's gap, overrun and corrupt events named
+	// more sequences than the publishers ever claimed: sequences that were
+	// never handed out (an ended epoch's unused reservation) must be named
+	// by the event of their own kind (ring.EventEpoch), once.
+	ErrMisnamed = errors.New("chaos: more sequences named lost than were ever claimed")
 )
+
+// claimSlack bounds what a killed publisher may have claimed but not
+// recorded: one publish in flight, at most a batch.
+const claimSlack = 64
 
 // Tick is a tick as a record names it.
 type Tick struct {
@@ -114,6 +123,8 @@ type SubscriberReport struct {
 	Delivered   int
 	Named       uint64 // sequences within First..Last named by events
 	Events      int
+	// ByKind counts events and the sequences they name, per ring.EventKind.
+	ByKind map[uint8][2]uint64
 }
 
 // Report is what Check found.
@@ -153,7 +164,7 @@ func (r *Report) Err() error {
 }
 
 func kindOf(err error) error {
-	for _, k := range []error{ErrDuplicate, ErrSilentHole, ErrDoubleNamed, ErrDeliveredAndNamed, ErrOrder, ErrTwoTicks, ErrUnpublished} {
+	for _, k := range []error{ErrDuplicate, ErrSilentHole, ErrDoubleNamed, ErrDeliveredAndNamed, ErrOrder, ErrTwoTicks, ErrUnpublished, ErrMisnamed} {
 		if errors.Is(err, k) {
 			return k
 		}
@@ -171,7 +182,12 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "published %d ticks (recorded); %d delivered after a killed publisher's last record; %d landed though Publish failed; %d problems",
 		r.Published, r.UnrecordedTail, r.LandedDespiteError, len(r.Problems))
 	for _, s := range r.Subscribers {
-		fmt.Fprintf(&b, "\n  %s: delivered %d, %d..%d, %d events naming %d sequences within", s.Name, s.Delivered, s.First, s.Last, s.Events, s.Named)
+		fmt.Fprintf(&b, "\n  %s: delivered %d, %d..%d, %d events naming %d sequences within;", s.Name, s.Delivered, s.First, s.Last, s.Events, s.Named)
+		for k := range uint8(255) {
+			if c, ok := s.ByKind[k]; ok {
+				fmt.Fprintf(&b, " %s %d (%d seqs)", ring.EventKind(k), c[0], c[1])
+			}
+		}
 	}
 	return b.String()
 }
@@ -203,7 +219,12 @@ func Check(subs []Subscriber, pubs []Publisher) *Report {
 	r := &Report{}
 	seqs := map[uint64]owner{}
 	pubByID := map[uint32]*pubIndex{}
+	var claimed uint64 // at most: every sequence a publisher may have claimed
 	for _, p := range pubs {
+		claimed += uint64(len(p.Published) + len(p.Failed))
+		if !p.Complete {
+			claimed += claimSlack
+		}
 		pi := pubByID[p.ID]
 		if pi == nil {
 			pi = &pubIndex{complete: p.Complete, failed: map[uint64]bool{}}
@@ -229,7 +250,15 @@ func Check(subs []Subscriber, pubs []Publisher) *Report {
 	}
 	at := map[ident]place{} // tick → the sequence it was first delivered at, and by whom
 	for _, s := range subs {
-		r.Subscribers = append(r.Subscribers, checkOne(r, s))
+		sr := checkOne(r, s)
+		r.Subscribers = append(r.Subscribers, sr)
+		var lost uint64
+		for _, k := range []ring.EventKind{ring.EventGap, ring.EventOverrun, ring.EventCorrupt} {
+			lost = addSat(lost, sr.ByKind[uint8(k)][1])
+		}
+		if lost > claimed {
+			r.fail(ErrMisnamed, "%s: gap, overrun and corrupt events named %d sequences; the publishers claimed at most %d (events by kind: %v)", s.Name, lost, claimed, sr.ByKind)
+		}
 		for _, t := range s.Ticks {
 			id := ident{t.Publisher, t.Hash}
 			if q, ok := at[id]; ok && q.seq != t.Seq {
@@ -277,7 +306,7 @@ type span struct {
 // sequence from its first to its last delivered exactly once or named by
 // exactly one event.
 func checkOne(r *Report, s Subscriber) SubscriberReport {
-	sr := SubscriberReport{Name: s.Name, Delivered: len(s.Ticks), Events: len(s.Events)}
+	sr := SubscriberReport{Name: s.Name, Delivered: len(s.Ticks), Events: len(s.Events), ByKind: map[uint8][2]uint64{}}
 	if len(s.Ticks) > 0 {
 		sr.First, sr.Last = s.Ticks[0].Seq, s.Ticks[0].Seq
 	}
@@ -297,6 +326,14 @@ func checkOne(r *Report, s Subscriber) SubscriberReport {
 			continue
 		}
 		spans = append(spans, span{from: e.From, to: e.To, event: true})
+		k := sr.ByKind[e.Kind]
+		k[0]++
+		c := e.To - e.From + 1
+		if c == 0 { // the whole range, wrapped
+			c = math.MaxUint64
+		}
+		k[1] = addSat(k[1], c)
+		sr.ByKind[e.Kind] = k
 		if len(s.Ticks) > 0 && e.To >= sr.First && e.From <= sr.Last {
 			sr.Named += min(e.To, sr.Last) - max(e.From, sr.First) + 1
 		}
@@ -366,4 +403,11 @@ func Failovers(s Subscriber) []Failover {
 		out = append(out, f)
 	}
 	return out
+}
+
+func addSat(a, b uint64) uint64 {
+	if a+b < a {
+		return math.MaxUint64
+	}
+	return a + b
 }

@@ -108,12 +108,17 @@ func TestCheck_KilledPublishersTailAndFailedPublishesAreListedNotFaults(t *testi
 }
 
 func TestCheck_EventsToTheTopOfTheRangeDoNotWrap(t *testing.T) {
-	s := Subscriber{Name: "a", Ticks: run(1, 2), Events: []Event{ev(3, math.MaxUint64)}}
+	epoch := func(from, to uint64) Event { return Event{Kind: uint8(ring.EventEpoch), From: from, To: to} }
+	s := Subscriber{Name: "a", Ticks: run(1, 2), Events: []Event{epoch(3, math.MaxUint64)}}
 	require.NoError(t, Check([]Subscriber{s}, []Publisher{pub1(2)}).Err())
-	s.Events = append(s.Events, ev(math.MaxUint64, math.MaxUint64))
+	s.Events = append(s.Events, epoch(math.MaxUint64, math.MaxUint64))
 	assert.ErrorIs(t, Check([]Subscriber{s}, []Publisher{pub1(2)}).Err(), ErrDoubleNamed)
-	s.Events = []Event{ev(2, math.MaxUint64)}
+	s.Events = []Event{epoch(2, math.MaxUint64)}
 	assert.ErrorIs(t, Check([]Subscriber{s}, []Publisher{pub1(2)}).Err(), ErrDeliveredAndNamed)
+	s.Events = []Event{ev(1, math.MaxUint64), ev(5, math.MaxUint64)} // gaps: named far more than was claimed, without wrapping the sum
+	err := Check([]Subscriber{s}, []Publisher{pub1(2)}).Err()
+	assert.ErrorIs(t, err, ErrMisnamed)
+	assert.ErrorIs(t, err, ErrDoubleNamed)
 }
 
 func TestReport_ErrKeepsTwentyOfAKindAndCountsTheRest(t *testing.T) {
@@ -138,4 +143,18 @@ func TestFailovers_FromTheOldHomesLastTickToTheNewOnesFirst(t *testing.T) {
 	assert.Equal(t, uint64(2), fs[0].LastOld.Seq)
 	assert.Equal(t, uint64(1001), fs[0].FirstNew.Seq)
 	assert.Equal(t, 700*time.Nanosecond, fs[0].Took)
+}
+
+func TestCheck_AnUnusedReservationNamedAsOverrunsIsMisnamed(t *testing.T) {
+	// The old home handed out 1..3, reserved up to 1000; the new epoch
+	// starts at 1001. Named by one epoch event: right. Named as overruns:
+	// more sequences lost than were ever claimed.
+	p := Publisher{Name: "p1", ID: 1, Published: run(1, 2, 3, 1001, 1002), Complete: true}
+	good := Subscriber{Name: "a", Ticks: run(1, 2, 3, 1001, 1002), Events: []Event{{Kind: uint8(ring.EventEpoch), From: 4, To: 1000}}}
+	r := Check([]Subscriber{good}, []Publisher{p})
+	require.NoError(t, r.Err())
+	assert.Equal(t, [2]uint64{1, 997}, r.Subscribers[0].ByKind[uint8(ring.EventEpoch)])
+	bad := Subscriber{Name: "b", Ticks: run(1, 2, 3, 1001, 1002), Events: []Event{
+		{Kind: uint8(ring.EventOverrun), From: 4, To: 500}, {Kind: uint8(ring.EventOverrun), From: 501, To: 1000}}}
+	assert.ErrorIs(t, Check([]Subscriber{bad}, []Publisher{p}).Err(), ErrMisnamed)
 }
