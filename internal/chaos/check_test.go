@@ -158,3 +158,19 @@ func TestCheck_AnUnusedReservationNamedAsOverrunsIsMisnamed(t *testing.T) {
 		{Kind: uint8(ring.EventOverrun), From: 4, To: 500}, {Kind: uint8(ring.EventOverrun), From: 501, To: 1000}}}
 	assert.ErrorIs(t, Check([]Subscriber{bad}, []Publisher{p}).Err(), ErrMisnamed)
 }
+
+func TestFailoverAfter_TheHoleAfterTheDeath(t *testing.T) {
+	s := Subscriber{Name: "a", Ticks: []Tick{{Seq: 1, Ns: 10}, {Seq: 3, Ns: 20}, {Seq: 4, Ns: 100}, {Seq: 5, Ns: 120}, {Seq: 900, Ns: 700}, {Seq: 901, Ns: 710}}}
+	f, ok := FailoverAfter(s, 110) // 5 was claimed before the death, delivered after
+	require.True(t, ok)
+	assert.Equal(t, uint64(5), f.LastOld.Seq)
+	assert.Equal(t, uint64(900), f.FirstNew.Seq)
+	assert.Equal(t, 580*time.Nanosecond, f.Took)
+	f, ok = FailoverAfter(s, 15)
+	require.True(t, ok, "the hole after seq 1")
+	assert.Equal(t, uint64(3), f.FirstNew.Seq)
+	_, ok = FailoverAfter(s, 5)
+	assert.False(t, ok, "nothing delivered before")
+	_, ok = FailoverAfter(s, 705)
+	assert.False(t, ok, "no hole after the last one")
+}
