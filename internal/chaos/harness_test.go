@@ -122,6 +122,7 @@ type harness struct {
 	subs   []*proc
 	nextID uint32
 	faults []string // what was done when, for the log
+	deaths []death  // when a home was killed or stopped
 
 	rate  float64
 	batch []int // per slot
@@ -257,6 +258,12 @@ func (h *harness) spawn(host int, name, role string, args ...string) *proc {
 	return p
 }
 
+// death is a home killed or stopped: no claim through it from ns on.
+type death struct {
+	what string
+	ns   int64
+}
+
 type writerFunc func([]byte) (int, error)
 
 func (w writerFunc) Write(b []byte) (int, error) { return w(b) }
@@ -374,6 +381,7 @@ func (h *harness) killHome() {
 	p.mu.Unlock()
 	require.NoError(h.t, p.cmd.Process.Kill())
 	<-p.done
+	h.deaths = append(h.deaths, death{"SIGKILL " + p.name, time.Now().UnixNano()})
 	next := h.waitNewHome(p.num("epoch"), 30*time.Second)
 	h.note("%s is the home (epoch %s)", h.pubs[next].name, h.pubs[next].field("epoch"))
 	h.progress("after the home was killed", 30*time.Second)
@@ -386,6 +394,7 @@ func (h *harness) stopHome(d time.Duration) {
 	p := h.pubs[slot]
 	h.note("SIGSTOP the home %s (epoch %s) for %v", p.name, p.field("epoch"), d)
 	require.NoError(h.t, p.cmd.Process.Signal(syscall.SIGSTOP))
+	h.deaths = append(h.deaths, death{"SIGSTOP " + p.name, time.Now().UnixNano()})
 	time.Sleep(d)
 	require.NoError(h.t, p.cmd.Process.Signal(syscall.SIGCONT))
 	h.note("SIGCONT %s", p.name)
@@ -473,6 +482,16 @@ func (h *harness) finish() *Report {
 	}
 	r := Check(subs, pubs)
 	h.t.Log(r.String())
+	for _, d := range h.deaths {
+		var took []string
+		for _, s := range subs {
+			if f, ok := FailoverAfter(s, d.ns); ok {
+				took = append(took, fmt.Sprintf("%s %v (seq %d → %d)", s.Name, f.Took.Round(time.Millisecond), f.LastOld.Seq, f.FirstNew.Seq))
+			}
+		}
+		h.t.Logf("failover after %s at +%.2fs, old home's last tick to the new home's first: %s",
+			d.what, time.Duration(d.ns-h.start.UnixNano()).Seconds(), strings.Join(took, "; "))
+	}
 	for _, s := range subs {
 		for _, f := range Failovers(s) {
 			h.t.Logf("failover seen by %s at +%.2fs: epoch event %d..%d, last tick via the old home seq %d, first via the new seq %d: %v",
