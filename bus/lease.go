@@ -83,9 +83,10 @@ func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err err
 		return nil, nil, fmt.Errorf("%w: watch %s_seqs: %v", ErrConnect, base, err)
 	}
 	n.leases, n.seqs = leases, seqs
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.watchLeases(lw)
 	go n.watchRecords(sw)
+	go n.refreshRecords(seqs)
 	return leases, seqs, nil
 }
 
@@ -198,20 +199,63 @@ func (n *Node) watchRecords(w jetstream.KeyWatcher) {
 				n.badInput("record", err)
 				continue
 			}
-			topic := e.Key()
-			n.mu.Lock()
-			if old, ok := n.records[topic]; !ok || rec.Epoch > old.Epoch || rec.Epoch == old.Epoch && rec.Reserved >= old.Reserved {
-				n.records[topic] = rec
-				hi := rec.info(topic, n.self)
-				for _, p := range n.localPubs[topic] {
-					p.onRecord(hi)
-				}
-				for _, s := range n.localSubs[topic] {
-					s.onHome(hi)
-				}
+			n.newRecord(e.Key(), rec)
+		}
+	}
+}
+
+// newRecord hands a home record newer than the last one seen to the
+// topic's local publications and subscriptions.
+func (n *Node) newRecord(topic string, rec homeRecord) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old, ok := n.records[topic]
+	if ok && (rec.Epoch < old.Epoch || rec.Epoch == old.Epoch && rec.Reserved <= old.Reserved && len(rec.Desc) <= len(old.Desc)) {
+		return
+	}
+	n.records[topic] = rec
+	hi := rec.info(topic, n.self)
+	for _, p := range n.localPubs[topic] {
+		p.onRecord(hi)
+	}
+	for _, s := range n.localSubs[topic] {
+		s.onHome(hi)
+	}
+	n.wakeLocked(topic)
+}
+
+// refreshRecords reads the record of every topic this node publishes or
+// subscribes every LeaseTTL/2: a watcher that lost its consumer (a server
+// restart) must not leave a subscriber unaware of a new epoch.
+func (n *Node) refreshRecords(seqs jetstream.KeyValue) {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.LeaseTTL / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !n.connected.Load() {
+			continue
+		}
+		n.mu.Lock()
+		topics := map[string]bool{}
+		for t := range n.localPubs {
+			topics[t] = true
+		}
+		for t := range n.localSubs {
+			topics[t] = true
+		}
+		n.mu.Unlock()
+		for topic := range topics {
+			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+			rec, rev, err := n.getRecord(ctx, seqs, topic)
+			cancel()
+			if err == nil && rev != 0 {
+				n.newRecord(topic, rec)
 			}
-			n.wakeLocked(topic)
-			n.mu.Unlock()
 		}
 	}
 }

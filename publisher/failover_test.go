@@ -66,7 +66,7 @@ type foNode struct {
 	devs *devices.Set
 }
 
-func openFoNode(t *testing.T, ctx context.Context, id, url string) foNode {
+func openFoNode(t testing.TB, ctx context.Context, id, url string) foNode {
 	t.Helper()
 	cfg := bus.Config{NodeID: id}
 	if url != "" {
@@ -89,6 +89,10 @@ type failoverRig struct {
 }
 
 func newFailoverRig(t *testing.T, ctx context.Context, topic string) *failoverRig {
+	return newFailoverRigB(t, ctx, topic)
+}
+
+func newFailoverRigB(t testing.TB, ctx context.Context, topic string) *failoverRig {
 	t.Helper()
 	fr := &failoverRig{rec: &record{}}
 	fr.s = openFoNode(t, ctx, "s-"+topic, "")

@@ -35,6 +35,9 @@ var (
 	ErrNoHome = errors.New("publisher: no home for the topic (failover in progress); retry")
 )
 
+// DefaultJournalSlots is the home's journal when Config.JournalSlots is 0.
+const DefaultJournalSlots = 4096
+
 // Config configures a Publisher.
 type Config struct {
 	// Topic to publish on (one NATS subject token). Required.
@@ -54,7 +57,8 @@ type Config struct {
 	Provider string
 	// SlotSize bounds every message of the topic if this publisher becomes
 	// its home (default 128: a tick and room to spare); JournalSlots is the
-	// home's journal (default 0: none).
+	// home's journal, which subscribers attach to recover losses (a power
+	// of two; default DefaultJournalSlots; -1: none).
 	SlotSize     int
 	JournalSlots int
 	// Claim is ring.ClaimCAS (default) or ring.ClaimFAA.
@@ -81,6 +85,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SlotSize == 0 {
 		c.SlotSize = 128
+	}
+	switch c.JournalSlots {
+	case 0:
+		c.JournalSlots = DefaultJournalSlots
+	case -1:
+		c.JournalSlots = 0
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 64

@@ -30,6 +30,7 @@ type FeedResult struct {
 	First, Last uint64        // their first and last sequence (0 if none)
 	Elapsed     time.Duration // from the first intended send to the end
 	MaxBehind   time.Duration // the furthest the sender fell behind its schedule
+	Retries     uint64        // publishes retried because the topic had no home (ErrNoHome)
 }
 
 // Rate is ticks per second over the run.
@@ -109,10 +110,19 @@ func RunFeed(ctx context.Context, p *Publisher, feed *Feed, run FeedRun) (FeedRe
 			break
 		}
 		var seq uint64
-		if n == 1 {
-			seq, err = p.Publish(tick.MessageType, batch[0].Payload, batch[0].PublishNs)
-		} else {
-			seq, err = p.PublishBatch(batch[:n])
+		for {
+			if n == 1 {
+				seq, err = p.Publish(tick.MessageType, batch[0].Payload, batch[0].PublishNs)
+			} else {
+				seq, err = p.PublishBatch(batch[:n])
+			}
+			// No home (a failover that outlasted FailoverTimeout): the same
+			// ticks again, with their intended times, until one is elected
+			// or the run ends. A publisher never exits because a home went.
+			if err != ErrNoHome || stopped() {
+				break
+			}
+			res.Retries++
 		}
 		if err != nil {
 			res.Elapsed = time.Since(start)

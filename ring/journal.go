@@ -2,6 +2,7 @@ package ring
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,7 +28,9 @@ type journal struct {
 // SetJournal lets the reader recover gaps and overruns from the home's
 // journal: qp is a QP on dev connected to the home's device, with
 // RingConfig.CQ as its send CQ. The home's slots must hold the ring's.
-// Call it before polling starts.
+// Safe while Poll runs: the poller adopts the journal at its next Poll and
+// releases the one it replaces (after a failover, the new home's journal
+// replaces the old one's; the caller closes the old QP after that).
 func (r *Reader) SetJournal(dev rdma.Device, qp rdma.QueuePair, home HomeDesc, timeout time.Duration) error {
 	if dev == nil || qp == nil {
 		return fmt.Errorf("%w: journal device or QP is nil", ErrInvalidConfig)
@@ -62,21 +65,41 @@ func (r *Reader) SetJournal(dev rdma.Device, qp rdma.QueuePair, home HomeDesc, t
 		Local: rdma.LocalSGE(mr, 0, 8), Remote: rdma.RemoteAddr{Addr: home.CounterAddr(), RKey: home.Region.RKey}}
 	r.journalMu.Lock()
 	defer r.journalMu.Unlock()
-	if r.journal != nil {
+	if r.closed.Load() {
 		_ = mr.Close()
-		return fmt.Errorf("%w: journal already set", ErrInvalidConfig)
+		return ErrClosed
+	}
+	if old := r.nextJournal.Swap(j); old != nil { // pairs with the Swap in adoptJournal
+		_ = old.mr.Close() // never adopted
+	}
+	return nil
+}
+
+// adoptJournal installs the journal SetJournal left (polling goroutine).
+func (r *Reader) adoptJournal() {
+	r.journalMu.Lock()
+	defer r.journalMu.Unlock()
+	j := r.nextJournal.Swap(nil) // pairs with the Swap in SetJournal
+	if j == nil {
+		return
+	}
+	if old := r.journal; old != nil {
+		_ = old.mr.Close()
 	}
 	r.journal = j
-	return nil
 }
 
 func (r *Reader) closeJournal() error {
 	r.journalMu.Lock()
 	defer r.journalMu.Unlock()
-	if r.journal == nil {
-		return nil
+	var err error
+	if j := r.nextJournal.Swap(nil); j != nil {
+		err = j.mr.Close()
 	}
-	return r.journal.mr.Close()
+	if r.journal == nil {
+		return err
+	}
+	return errors.Join(err, r.journal.mr.Close())
 }
 
 func (j *journal) complete(c *rdma.Completion) {

@@ -58,7 +58,8 @@ type Reader struct {
 	// or when the reader goes idle.
 	creditEvery uint64
 	journal     *journal
-	journalMu   sync.Mutex // SetJournal against closeJournal
+	nextJournal atomic.Pointer[journal] // set by SetJournal, adopted by Poll
+	journalMu   sync.Mutex              // SetJournal, adoptJournal, closeJournal
 	log         zerolog.Logger
 	closed      atomic.Bool
 	stats       readerStats
@@ -174,6 +175,9 @@ func (r *Reader) Stats() ReaderStats {
 func (r *Reader) Poll(h Handler) int {
 	if r.closed.Load() {
 		return 0
+	}
+	if r.nextJournal.Load() != nil { // pairs with the Swap in SetJournal
+		r.adoptJournal()
 	}
 	return r.poll(h, r.maxBatch)
 }

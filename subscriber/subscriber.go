@@ -89,6 +89,10 @@ type Subscriber struct {
 	stop    atomic.Bool // Run returns when set
 	running sync.Mutex  // held by Run; Close waits on it
 
+	cq           rdma.CompletionQueue // the reader's: journal READs, credit WRITEs
+	journalEpoch uint64               // bus event goroutine: the epoch whose journal is attached or being attached
+	journalQPs   []rdma.QueuePair     // guarded by mu: QPs to homes' journals, closed at Close
+
 	mu     sync.Mutex
 	qps    map[string][]conn  // publisher key → its queue pairs to this ring
 	also   map[string]alsoReg // provider → the ring registered on that device too
@@ -249,9 +253,14 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h H
 		return nil, err
 	}
 	s.dev = dev
+	// The reader's CQ: its journal READs and credit WRITEs complete there.
+	if s.cq, err = dev.CreateCQ(1024); err != nil {
+		return nil, fmt.Errorf("subscriber: %w", err)
+	}
 	s.ring, err = ring.NewRing(dev, ring.RingConfig{Slots: cfg.Slots, SlotSize: cfg.SlotSize, Mode: cfg.Mode,
-		GapTimeout: cfg.GapTimeout, MaxBatch: cfg.MaxBatch, Logger: cfg.Logger})
+		GapTimeout: cfg.GapTimeout, MaxBatch: cfg.MaxBatch, CQ: s.cq, Logger: cfg.Logger})
 	if err != nil {
+		_ = s.cq.Close()
 		return nil, fmt.Errorf("subscriber: %w", err)
 	}
 	s.reader = s.ring.Reader()
@@ -349,6 +358,75 @@ func (s *Subscriber) onHome(hi bus.HomeInfo) {
 	s.reader.SetEpoch(hi.Start, hi.Reserved)
 	s.log.Debug().Uint64("epoch", hi.Epoch).Uint64("start", hi.Start).Uint64("reserved", hi.Reserved).Str("home", hi.Node.ID).
 		Msg("subscriber: home record")
+	if len(hi.Descriptor) > 0 && hi.Epoch != s.journalEpoch {
+		s.journalEpoch = hi.Epoch
+		s.wg.Add(1)
+		go s.attachJournal(hi)
+	}
+}
+
+// attachJournal connects a queue pair to the home's journal and gives it
+// to the reader, so gaps and overruns are recovered from it and a claimant
+// that died on the last tick of a burst is found (the reader READs the
+// home's counter). Each new epoch's home replaces the last one's journal.
+func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
+	defer s.wg.Done()
+	var hd ring.HomeDesc
+	if err := hd.UnmarshalBinary(hi.Descriptor); err != nil {
+		s.log.Warn().Err(err).Str("home", hi.Node.ID).Msg("subscriber: home descriptor unreadable; no journal")
+		return
+	}
+	if hd.JournalSlots == 0 {
+		return
+	}
+	if prov := s.node.ProviderFor(hi.Node); prov != s.dev.Provider() {
+		s.log.Info().Str("home", hi.Node.ID).Str("provider", prov).Msg("subscriber: the home's journal is on another provider than the ring; not attached")
+		return
+	}
+	qp, err := s.dev.CreateQP(rdma.QPConfig{SendCQ: s.cq, RecvCQ: s.cq, SendDepth: 16, RecvDepth: 16})
+	if err != nil {
+		s.log.Warn().Err(err).Msg("subscriber: journal queue pair")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err = func() error {
+		rep, err := s.node.Connect(ctx, hi.Node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
+		if err != nil {
+			return err
+		}
+		if err := qp.Connect(ctx, rep.Endpoint); err != nil {
+			return err
+		}
+		var rd ring.HomeDesc // the home as registered on this provider's device
+		if err := rd.UnmarshalBinary(rep.Region); err != nil {
+			return err
+		}
+		return s.reader.SetJournal(s.dev, qp, rd, 100*time.Millisecond)
+	}()
+	if err != nil {
+		_ = qp.Close()
+		s.log.Info().Err(err).Str("home", hi.Node.ID).Msg("subscriber: journal not attached")
+		return
+	}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.journalQPs = append(s.journalQPs, qp)
+	}
+	s.mu.Unlock()
+	if closed {
+		_ = qp.Close()
+		return
+	}
+	s.log.Info().Str("home", hi.Node.ID).Uint64("epoch", hi.Epoch).Uint32("slots", hd.JournalSlots).Msg("subscriber: journal attached")
 }
 
 // publisherGone closes the queue pairs of a publisher that left.
@@ -650,6 +728,14 @@ func (s *Subscriber) Close() error {
 		final := s.Counters()
 		s.final.Store(&final)
 		errs = append(errs, s.ring.Close())
+		s.mu.Lock()
+		extra := s.journalQPs
+		s.journalQPs = nil
+		s.mu.Unlock()
+		for _, qp := range extra {
+			errs = append(errs, qp.Close())
+		}
+		errs = append(errs, s.cq.Close())
 		s.running.Unlock()
 		s.closeErr = errors.Join(errs...)
 		s.log.Info().Uint64("received", s.Counters().Received).Msg("subscriber: closed")

@@ -210,11 +210,16 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startNATS runs nats-server as its own process on port.
+// natsStores keeps one JetStream store directory per port, so a server
+// restarted on its port finds its state again, as a real one would.
+var natsStores sync.Map
+
+// startNATS runs nats-server as its own process on port, with JetStream
+// (tickbus elects each topic's home in a key-value bucket).
 func startNATS(t *testing.T, ctx context.Context, bin string, port int) *proc {
 	t.Helper()
-	// -js: tickbus elects each topic's home in a JetStream key-value bucket
-	p := start(t, ctx, "nats-server", bin, nil, "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", t.TempDir())
+	dir, _ := natsStores.LoadOrStore(port, t.TempDir())
+	p := start(t, ctx, "nats-server", bin, nil, "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", dir.(string))
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)

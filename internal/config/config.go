@@ -87,6 +87,10 @@ type Ring struct {
 	// GapTimeout is how long a reader waits on a claimed but unwritten
 	// sequence before it reports a gap.
 	GapTimeout time.Duration `yaml:"gap_timeout"`
+	// Journal is how many recent ticks the topic's home keeps for
+	// subscribers to recover gaps and overruns from (a power of two; 0:
+	// none). Used by the publisher that becomes the topic's home.
+	Journal int `yaml:"journal"`
 }
 
 // Pub configures `tickbus pub` and the demo's publisher.
@@ -137,7 +141,7 @@ func Default() Config {
 		Log:   Log{Level: "info", Format: "console"},
 		Topic: "demo",
 		Idle:  "backoff",
-		Ring:  Ring{Slots: 1 << 14, SlotSize: 128, Mode: "lossy", GapTimeout: 100 * time.Millisecond},
+		Ring:  Ring{Slots: 1 << 14, SlotSize: 128, Mode: "lossy", GapTimeout: 100 * time.Millisecond, Journal: 4096},
 		Pub: Pub{Rate: 10_000, Batch: 1, Instruments: f.Instruments, FirstInstrument: f.FirstInstrument,
 			Venue: f.Venue, StartPrice: f.StartPrice, TickSize: f.TickSize, TradeRatio: f.TradeRatio, Seed: f.Seed, WaitSubscribers: 1},
 		Sub:  Sub{Interval: time.Second},
@@ -262,6 +266,9 @@ func (b *Bus) validate(cmd string) error {
 func (r *Ring) validate() error {
 	if r.Slots < 2 || r.Slots > 1<<24 || r.Slots&(r.Slots-1) != 0 {
 		return bad("ring.slots", r.Slots, "a power of two from 2 to 16777216")
+	}
+	if r.Journal < 0 || r.Journal > 1<<24 || r.Journal&(r.Journal-1) != 0 {
+		return bad("ring.journal", r.Journal, "0 (no journal) or a power of two up to 16777216")
 	}
 	if r.SlotSize < 64 || r.SlotSize > 1<<20 || r.SlotSize%64 != 0 {
 		return bad("ring.slot_size", r.SlotSize, "a multiple of 64 from 64 to 1048576")

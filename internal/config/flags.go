@@ -33,6 +33,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 		fs.StringVar(&c.Bus.TCPAdvertise, "tcp-advertise", c.Bus.TCPAdvertise, "the `host:port` peers on other hosts dial, if not the listen address")
 	}
 	if cmd == "pub" || cmd == "demo" {
+		fs.IntVar(&c.Ring.Journal, "journal", c.Ring.Journal, "`slots` of the journal the topic's home keeps for subscribers to recover losses from (a power of two; 0: none)")
 		fs.Float64Var(&c.Pub.Rate, "rate", c.Pub.Rate, "ticks per `second`; 0 publishes as fast as possible")
 		fs.IntVar(&c.Pub.Instruments, "instruments", c.Pub.Instruments, "`number` of synthetic instruments")
 		fs.IntVar(&c.Pub.Batch, "batch", c.Pub.Batch, "ticks per `batch` (PublishBatch when > 1)")

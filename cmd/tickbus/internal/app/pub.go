@@ -57,8 +57,12 @@ func runPub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(c.Bus.NATS) == 0 {
 		fmt.Fprintf(stderr, "tickbus pub: embedded NATS at %s (tickbus sub --nats %s --topic %s)\n", node.ClientURL(), node.ClientURL(), c.Topic)
 	}
+	journal := c.Ring.Journal
+	if journal == 0 {
+		journal = -1 // publisher.Config: -1 is none, 0 its default
+	}
 	p, err := publisher.New(ctx, node, devs, publisher.Config{Topic: c.Topic, Provider: provider(c), SlotSize: c.Ring.SlotSize,
-		MaxBatch: max(64, c.Pub.Batch), Idle: idle, Logger: log})
+		JournalSlots: journal, MaxBatch: max(64, c.Pub.Batch), Idle: idle, Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "tickbus pub: %v\n", err)
 		return ExitFailed
