@@ -278,6 +278,13 @@ func (p *Publisher) newHome(_ context.Context, topic string, start uint64) ([]by
 	if old := p.home; old != nil {
 		p.retired = append(p.retired, old.Close)
 	}
+	// The old home's registrations on other devices describe the old
+	// home: a claimant over tcp must get this one's (i9t: the chaos test
+	// found New failing with "another home's descriptor").
+	for prov, a := range p.homeAlso {
+		p.retired = append(p.retired, a.mr.Close)
+		delete(p.homeAlso, prov)
+	}
 	p.home = h
 	p.mu.Unlock()
 	p.log.Info().Msg("publisher: this node is the topic's home")
