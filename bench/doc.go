@@ -4,9 +4,10 @@
 //
 // Cases (Config.Cases, table order):
 //
-//	tickbus-shm  ring writer and reader in two processes over the shm provider;
-//	             the topic's home (sequence counter) in this process
-//	tickbus-tcp  the same over the tcp provider on loopback
+//	tickbus-shm  a publisher and a subscriber process of the public API
+//	             (tickbus.Connect, Client.Publisher, Client.Subscribe) on
+//	             the bus, NATS embedded in this process; shm between them
+//	tickbus-tcp  the same with the tcp provider forced (loopback)
 //	nats         NATS core pub/sub through a nats-server in its own process,
 //	             nats.go publisher and subscriber in two more processes
 //	chan         a Go buffered channel between two goroutines (in-process baseline)
@@ -18,9 +19,9 @@
 // The message is the same everywhere: a u64 sequence and the 56-byte tick of
 // package tick (64 bytes; Config.Size pads it), encoded by the publisher
 // and decoded (validated) by the subscriber of every case. The tickbus
-// cases drive package ring directly (no NATS: descriptors and endpoints go
-// over the children's stdin and stdout, see tbwire.go), so they measure
-// exactly the data path.
+// cases are programs of the public API, what users run: the bus finds the
+// topic's home (its first publisher), exchanges queue pairs and
+// descriptors over NATS and picks the provider per peer (tickbus.go).
 //
 // Method. Every transport is driven by the same publisher and subscriber
 // loops (loops.go) through the same idle strategy. A latency run paces
@@ -43,7 +44,7 @@
 // delivery. Loss is counted from sequence gaps, never hidden. CPU seconds
 // per million ticks are the user+system time (getrusage) of every process of
 // the case over its run loop (the NATS server's from /proc; for tickbus,
-// this process's too, as it hosts the homes), per delivered tick, over both
+// this process's too, as it hosts the bus's NATS server), per delivered tick, over both
 // throughput runs. Scaling (Config.Scaling) runs tickbus-shm with 1, 2, 4, 8
 // subscribers and with 1, 2, 4 publishers on one counter.
 //

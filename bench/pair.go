@@ -91,7 +91,11 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 		}
 	}
 	ph.cores = s.pubs + s.subs
-	return collect(ctx, ph, pubs, subs, s.mode, s.transport, nil)
+	return collect(ctx, ph, pubs, subs, s.mode, s.transport, func() {
+		for _, p := range subs {
+			_ = p.send("stop") // every publisher is done; a subscriber that already ended reads nothing
+		}
+	})
 }
 
 // collect waits for every publisher's and subscriber's final report and

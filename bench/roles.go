@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tickbus/tickbus/internal/child"
@@ -94,13 +96,13 @@ func parseRoleArgs(args []string) (roleArgs, error) {
 	case a.mode != modeLatency && a.mode != modeThroughput && a.mode != modePingPong:
 		return a, fmt.Errorf("%w: mode %q", ErrInvalidConfig, a.mode)
 	case a.rate < 1, a.duration <= 0, a.size < MinSize, a.size > MaxSize, a.batch < 1, a.peers < 1,
-		a.pubs < 1, a.subs < 1, a.pubs > maxWirePeers, a.subs > maxWirePeers:
+		a.pubs < 1, a.subs < 1, a.pubs > maxPeers, a.subs > maxPeers:
 		return a, fmt.Errorf("%w: role args %q", ErrInvalidConfig, args)
 	}
 	if _, err := rdma.ParseIdle(a.idle); err != nil {
 		return a, err
 	}
-	if _, ok := transports[a.transport]; !ok && a.transport != CaseTickbusShm && a.transport != CaseTickbusTCP {
+	if _, ok := transports[a.transport]; !ok {
 		return a, fmt.Errorf("%w: transport %q", ErrInvalidConfig, a.transport)
 	}
 	return a, nil
@@ -117,6 +119,9 @@ var transports = map[string]transport{}
 
 // grace is how long a subscriber waits past its run for the end mark.
 const grace = 5 * time.Second
+
+// maxPeers bounds the publishers and subscribers of one run.
+const maxPeers = 64
 
 // roleMain runs a publisher (pub) or subscriber child and reports on out.
 func roleMain(args []string, pub bool, out io.Writer) int {
@@ -135,6 +140,33 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 	}
 	idle, _ := rdma.ParseIdle(a.idle)
 	tr := transports[a.transport]
+	// stdin carries "stop" for a subscriber (every publisher is done: a
+	// ring that may have lost an end mark ends once it is quiet), then EOF:
+	// every process of the run has reported. The ports stay open until
+	// then, so that no peer sees this one go while it still works (a
+	// publisher's Close flushes to subscribers that are still there).
+	stopc, eof := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(eof)
+		sc := bufio.NewScanner(os.Stdin)
+		stopped := false
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == "stop" && !stopped {
+				stopped = true
+				close(stopc)
+			}
+		}
+	}()
+	final := func(r report, err error) int {
+		if err != nil {
+			r.Err = err.Error()
+		}
+		if werr := writeReport(out, r); werr != nil || err != nil {
+			return 1
+		}
+		<-eof
+		return 0
+	}
 	pp := a.mode == modePingPong
 	var (
 		tx txPort
@@ -178,15 +210,11 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 		default:
 			st, err = pacedLoop(tx, rx, idle, newSchedule(start, a.rate, a.duration))
 		}
+		if c, ok := tx.(interface{ check() error }); ok && err == nil {
+			err = c.check()
+		}
 		err = errors.Join(err, stopProf())
-		r := report{Done: true, Sent: st.sent, Unsent: st.unsent, StartNs: st.startNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
-		if err != nil {
-			r.Err = err.Error()
-		}
-		if err := writeReport(out, r); err != nil || r.Err != "" {
-			return 1
-		}
-		return 0
+		return final(report{Done: true, Sent: st.sent, Unsent: st.unsent, StartNs: st.startNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}, err)
 	}
 	if rx, err = tr.openRx(a, 0); err != nil {
 		return fail(err)
@@ -206,15 +234,23 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 	if perr != nil {
 		return fail(perr)
 	}
+	if st, ok := rx.(interface{ stopWhenQuiet() }); ok {
+		go func() {
+			select {
+			case <-stopc:
+				st.stopWhenQuiet()
+			case <-eof:
+			}
+		}()
+	}
 	cpu0 := selfCPU()
 	st, err := subLoop(rx, tx, a.mode == modeLatency, a.pubs, deadline)
+	if errors.Is(err, errStopped) {
+		err = nil // every publisher is done; the lost end marks are counted as lost sequences already
+	}
+	if c, ok := tx.(interface{ check() error }); ok && err == nil {
+		err = c.check()
+	}
 	err = errors.Join(err, stopProf())
-	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
-	if err != nil {
-		r.Err = err.Error()
-	}
-	if err := writeReport(out, r); err != nil || r.Err != "" {
-		return 1
-	}
-	return 0
+	return final(report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}, err)
 }

@@ -1,402 +1,308 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/tickbus/tickbus/internal/child"
+	"github.com/tickbus/tickbus"
 	"github.com/tickbus/tickbus/rdma"
-	"github.com/tickbus/tickbus/rdma/shm"
-	"github.com/tickbus/tickbus/rdma/tcp"
 	"github.com/tickbus/tickbus/ring"
-	"github.com/tickbus/tickbus/tick"
 )
 
-// The tickbus cases drive the data path itself: ring writers in publisher
-// processes, rings and readers in subscriber processes, the topic's home
-// (sequence counter) in this process, all connected through queue pairs of
-// one provider (shm or tcp on loopback). NATS is not involved: the
-// descriptors and endpoints travel on the children's stdin and stdout (see
-// tbwire.go). That measures exactly what a tick costs on the data path.
-
-const (
-	roleTB   = "bench-tickbus"
-	sidePub  = "pub"
-	sideSub  = "sub"
-	tbHostID = "tickbus-bench"
-)
+// The tickbus cases run what users run: every publisher and subscriber
+// child is a program of the public API, one tickbus.Client per process
+// (tickbus.Connect to the bus's NATS, embedded in this process),
+// Client.Publisher on one side, Client.Subscribe (WithManualPoll: the
+// harness's loop polls on its pinned thread) on the other. Discovery, the
+// queue-pair and descriptor exchange, the choice of the topic's home (its
+// first publisher) and the provider per peer are the bus's, as in
+// production; tickbus-tcp forces the tcp provider (WithProvider). The
+// publisher and subscriber loops are the same as every other case's
+// (loops.go).
 
 func init() {
-	child.Register(roleTB, tbMain)
+	transports[CaseTickbusShm] = transport{openTx: openTBTx, openRx: openTBRx}
+	transports[CaseTickbusTCP] = transport{openTx: openTBTx, openRx: openTBRx}
 }
 
-func tbProvider(transport string) string {
-	if transport == CaseTickbusTCP {
-		return rdma.ProviderTCP
-	}
-	return rdma.ProviderShm
-}
-
-func openDevice(provider string) (rdma.Device, error) {
-	switch provider {
-	case rdma.ProviderTCP:
-		return tcp.Open(tcp.Config{HostID: tbHostID, Listen: "127.0.0.1:0"})
-	default:
-		return shm.Open(shm.Config{HostID: tbHostID})
-	}
-}
+// tbTopic is the bus topic of the harness's topic t (0: publishers to
+// subscribers, 1: the ping-pong way back).
+func tbTopic(t int) string { return fmt.Sprintf("bench%d", t) }
 
 // tbSlotSize is the ring and journal slot for a message of size bytes.
 func tbSlotSize(size int) int { return (ring.SlotHeaderSize + size + 63) &^ 63 }
 
-// tbTopics says which topics a child writes and reads, and its index among
-// the topic's writers or readers. Topic 0 runs publishers → subscribers;
-// topic 1 (ping-pong: one of each) runs subscriber 0 → publisher 0.
-func tbTopics(side string, pp bool) (writes, reads []int) {
-	if side == sidePub {
-		writes = []int{0}
-		if pp {
-			reads = []int{1}
-		}
-		return writes, reads
+// tbMaxBatch bounds one PublishBatch (the public API's limit).
+const tbMaxBatch = 512
+
+// tbCase is a tickbus case: children through the public API, on the NATS
+// server of this process's own Client.
+type tbCase struct {
+	pairCase
+	c *tickbus.Client
+}
+
+func newTickbusCase(name string) benchCase { return &tbCase{pairCase: pairCase{transport: name}} }
+
+func (c *tbCase) setup(ctx context.Context, _ Config) error {
+	cl, err := tickbus.Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("bench: %s: the bus's NATS: %w", c.transport, err)
 	}
-	reads = []int{0}
-	if pp {
-		writes = []int{1}
-	}
-	return writes, reads
-}
-
-// tbCounts is how many writers and readers topic t has.
-func tbCounts(t, pubs, subs int) (writers, readers int) {
-	if t == 0 {
-		return pubs, subs
-	}
-	return 1, 1
-}
-
-func qpDepth(dev rdma.Device) int {
-	d := 512
-	if m := dev.Caps().MaxQPDepth; m > 0 && m < d {
-		d = m
-	}
-	return d
-}
-
-func newQP(dev rdma.Device, cq rdma.CompletionQueue) (rdma.QueuePair, error) {
-	return dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: qpDepth(dev)})
-}
-
-func connect(ctx context.Context, qp rdma.QueuePair, epBytes []byte) error {
-	var ep rdma.Endpoint
-	if err := ep.UnmarshalBinary(epBytes); err != nil {
-		return err
-	}
-	return qp.Connect(ctx, ep)
-}
-
-// tbNode is one child's share of the topology.
-type tbNode struct {
-	a      roleArgs
-	side   string
-	dev    rdma.Device
-	closes []func() error
-
-	writers map[int]*tbWriterSide
-	readers map[int]*tbReaderSide
-}
-
-type tbWriterSide struct {
-	dropErr error // the first reader the writer dropped, and why
-	cq      rdma.CompletionQueue
-	homeQP  rdma.QueuePair
-	qps     []rdma.QueuePair // per reader
-	w       *ring.Writer
-}
-
-type tbReaderSide struct {
-	cq  rdma.CompletionQueue
-	r   *ring.Ring
-	qps []rdma.QueuePair // per writer
-}
-
-func (n *tbNode) close() error {
-	var errs []error
-	for i := len(n.closes) - 1; i >= 0; i-- {
-		errs = append(errs, n.closes[i]())
-	}
-	n.closes = nil
-	return errors.Join(errs...)
-}
-
-func (n *tbNode) cq() (rdma.CompletionQueue, error) {
-	cq, err := n.dev.CreateCQ(4096)
-	if err == nil {
-		n.closes = append(n.closes, cq.Close)
-	}
-	return cq, err
-}
-
-func (n *tbNode) qp(cq rdma.CompletionQueue) (rdma.QueuePair, error) {
-	qp, err := newQP(n.dev, cq)
-	if err == nil {
-		n.closes = append(n.closes, qp.Close)
-	}
-	return qp, err
-}
-
-// make is step A: the rings, writers' QPs and what the parent must know.
-func (n *tbNode) make(pp bool) (tbMade, error) {
-	var made tbMade
-	writes, reads := tbTopics(n.side, pp)
-	mode, _ := ring.ParseMode(n.a.ringMode)
-	for _, t := range reads {
-		nw, _ := tbCounts(t, n.a.pubs, n.a.subs)
-		cq, err := n.cq()
-		if err != nil {
-			return made, err
-		}
-		r, err := ring.NewRing(n.dev, ring.RingConfig{Slots: floorSlots, SlotSize: tbSlotSize(n.a.size), Mode: mode, CQ: cq, MaxBatch: tbReadBatch})
-		if err != nil {
-			return made, err
-		}
-		n.closes = append(n.closes, r.Close)
-		rs := &tbReaderSide{cq: cq, r: r}
-		mt := tbMadeTopic{Topic: t}
-		if mt.Ring, err = r.Desc().MarshalBinary(); err != nil {
-			return made, err
-		}
-		for range nw {
-			qp, err := n.qp(cq)
-			if err != nil {
-				return made, err
-			}
-			rs.qps = append(rs.qps, qp)
-			ep, err := qp.LocalEndpoint().MarshalBinary()
-			if err != nil {
-				return made, err
-			}
-			mt.EPs = append(mt.EPs, ep)
-		}
-		n.readers[t] = rs
-		made.Topics = append(made.Topics, mt)
-	}
-	for _, t := range writes {
-		_, nr := tbCounts(t, n.a.pubs, n.a.subs)
-		cq, err := n.cq()
-		if err != nil {
-			return made, err
-		}
-		ws := &tbWriterSide{cq: cq}
-		if ws.homeQP, err = n.qp(cq); err != nil {
-			return made, err
-		}
-		mt := tbMadeTopic{Topic: t}
-		if mt.HomeEP, err = ws.homeQP.LocalEndpoint().MarshalBinary(); err != nil {
-			return made, err
-		}
-		for range nr {
-			qp, err := n.qp(cq)
-			if err != nil {
-				return made, err
-			}
-			ws.qps = append(ws.qps, qp)
-			ep, err := qp.LocalEndpoint().MarshalBinary()
-			if err != nil {
-				return made, err
-			}
-			mt.EPs = append(mt.EPs, ep)
-		}
-		n.writers[t] = ws
-		made.Topics = append(made.Topics, mt)
-	}
-	return made, nil
-}
-
-// wireWriters is step B: connect, make the writer, add every reader.
-func (n *tbNode) wireWriters(ctx context.Context, ww tbWriterWiring, idle rdma.IdleStrategy, timeout time.Duration) (tbCredits, error) {
-	var out tbCredits
-	claim, _ := ring.ParseClaimMode(n.a.claim)
-	for _, t := range ww.Topics {
-		ws := n.writers[t.Topic]
-		if ws == nil || len(t.Rings) != len(ws.qps) {
-			return out, fmt.Errorf("bench: wiring for topic %d does not match this writer", t.Topic)
-		}
-		var home ring.HomeDesc
-		if err := home.UnmarshalBinary(t.Home); err != nil {
-			return out, err
-		}
-		if err := connect(ctx, ws.homeQP, t.HomeEP); err != nil {
-			return out, fmt.Errorf("bench: connect home QP: %w", err)
-		}
-		w, err := ring.NewWriter(ring.WriterConfig{
-			Device: n.dev, CQ: ws.cq, HomeQP: ws.homeQP, Home: home,
-			PublisherID: uint32(n.a.index + 1 + 100*t.Topic), Claim: claim,
-			MaxBatch: max(64, n.a.batch), StagingSlots: max(1024, 2*n.a.batch, 2*qpDepth(n.dev)),
-			Timeout: timeout, Idle: idle,
-			OnTargetDropped: func(id uint64, err error) {
-				if ws.dropErr == nil {
-					ws.dropErr = fmt.Errorf("bench: writer dropped reader %d: %w", id, err)
-				}
-			},
-		})
-		if err != nil {
-			return out, err
-		}
-		n.closes = append(n.closes, w.Close)
-		ws.w = w
-		ct := tbCreditsTopic{Topic: t.Topic}
-		for k, rb := range t.Rings {
-			if err := connect(ctx, ws.qps[k], t.EPs[k]); err != nil {
-				return out, fmt.Errorf("bench: connect to reader %d: %w", k, err)
-			}
-			var rd ring.RingDesc
-			if err := rd.UnmarshalBinary(rb); err != nil {
-				return out, err
-			}
-			cd, err := w.AddTarget(ring.Target{ID: uint64(k), QP: ws.qps[k], Ring: rd})
-			if err != nil {
-				return out, fmt.Errorf("bench: add reader %d: %w", k, err)
-			}
-			if rd.Mode == ring.Reliable {
-				b, err := cd.MarshalBinary()
-				if err != nil {
-					return out, err
-				}
-				ct.Credits = append(ct.Credits, b)
-			}
-		}
-		out.Topics = append(out.Topics, ct)
-	}
-	return out, nil
-}
-
-// wireReaders is step C: connect to every writer, add its credit.
-func (n *tbNode) wireReaders(ctx context.Context, rw tbReaderWiring) error {
-	for _, t := range rw.Topics {
-		rs := n.readers[t.Topic]
-		if rs == nil || len(t.EPs) != len(rs.qps) {
-			return fmt.Errorf("bench: wiring for topic %d does not match this reader", t.Topic)
-		}
-		for k, ep := range t.EPs {
-			if err := connect(ctx, rs.qps[k], ep); err != nil {
-				return fmt.Errorf("bench: connect to writer %d: %w", k, err)
-			}
-			if len(t.Credits) > 0 {
-				var cd ring.CreditDesc
-				if err := cd.UnmarshalBinary(t.Credits[k]); err != nil {
-					return err
-				}
-				if err := rs.r.Reader().AddCredit(rs.qps[k], cd); err != nil {
-					return fmt.Errorf("bench: credit to writer %d: %w", k, err)
-				}
-			}
-		}
+	c.c, c.url = cl, cl.URL()
+	// The NATS server is in this process: its CPU over a run counts, as
+	// the nats case counts its server's.
+	c.around = func(run func() (phase, error)) (phase, error) {
+		cpu0 := selfCPU()
+		ph, err := run()
+		ph.cpu += selfCPU() - cpu0
+		return ph, err
 	}
 	return nil
 }
 
-// tbTx publishes through a ring writer.
+func (c *tbCase) close() error {
+	if c.c == nil {
+		return nil
+	}
+	err := c.c.Close()
+	c.c = nil
+	return err
+}
+
+// scale runs a flood with pubs publishers on one topic and subs
+// subscribers (Config.Scaling).
+func (c *tbCase) scale(ctx context.Context, cfg Config, pubs, subs int) (phase, error) {
+	return c.run(ctx, cfg, modeThroughput, 1, pubs, subs, cfg.ThroughputDuration)
+}
+
+// tbClient is the child process's one Client, shared by its ports and
+// closed with the last of them.
+var tbClient struct {
+	mu   sync.Mutex
+	c    *tickbus.Client
+	refs int
+}
+
+func tbConnect(a roleArgs) (*tickbus.Client, error) {
+	tbClient.mu.Lock()
+	defer tbClient.mu.Unlock()
+	if tbClient.c == nil {
+		opts := []tickbus.Option{tickbus.WithNATS(a.url), tickbus.WithConnectTimeout(30 * time.Second)}
+		if a.transport == CaseTickbusTCP {
+			opts = append(opts, tickbus.WithProvider(rdma.ProviderTCP))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := tickbus.Connect(ctx, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("bench: connect to the bus: %w", err)
+		}
+		tbClient.c = c
+	}
+	tbClient.refs++
+	return tbClient.c, nil
+}
+
+// tbOpen is a port's share of the process's Client and its idle strategy.
+func tbOpen(a roleArgs) (*tickbus.Client, rdma.IdleStrategy, error) {
+	idle, err := rdma.ParseIdle(a.idle)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := tbConnect(a)
+	return c, idle, err
+}
+
+func tbRelease() error {
+	tbClient.mu.Lock()
+	defer tbClient.mu.Unlock()
+	if tbClient.refs--; tbClient.refs > 0 || tbClient.c == nil {
+		return nil
+	}
+	err := tbClient.c.Close()
+	tbClient.c = nil
+	return err
+}
+
+// tbTx publishes through a tickbus.Publisher.
 type tbTx struct {
-	w     *ring.Writer
+	p     *tickbus.Publisher
 	buf   []byte
-	batch []ring.Tick
+	batch []tickbus.Message
 	size  int
 	codec *msgCodec
 }
 
-func newTBTx(w *ring.Writer, size, batch int) *tbTx {
-	t := &tbTx{w: w, buf: make([]byte, size*batch), size: size, codec: newCodec(), batch: make([]ring.Tick, batch)}
-	for i := range t.batch {
-		t.batch[i] = ring.Tick{Type: tick.MessageType, Payload: t.buf[i*size : (i+1)*size]}
+func openTBTx(a roleArgs, topic int) (txPort, error) {
+	c, idle, err := tbOpen(a)
+	if err != nil {
+		return nil, err
 	}
-	return t
+	opts := []tickbus.PubOption{
+		tickbus.WithSlotSize(tbSlotSize(a.size)), tickbus.WithMaxBatch(min(tbMaxBatch, max(64, a.batch))),
+		tickbus.WithPublishIdle(idle), tickbus.WithPublishTimeout(max(5*time.Second, a.duration)),
+		tickbus.WithPublisherID(uint32(a.index + 1 + 100*topic)),
+	}
+	if a.claim == "faa" {
+		opts = append(opts, tickbus.WithFetchAndAdd())
+	}
+	p, err := c.Publisher(tbTopic(topic), opts...)
+	if err != nil {
+		_ = tbRelease()
+		return nil, err
+	}
+	if topic == 0 {
+		// Ready means every subscriber's ring is connected. (On the way
+		// back, topic 1, the subscriber process publishes before the
+		// publisher process subscribes: that side waits in openTBRx.)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := p.WaitSubscribers(ctx, a.peers)
+		cancel()
+		if err != nil {
+			_ = p.Close()
+			_ = tbRelease()
+			return nil, err
+		}
+	}
+	n := min(tbMaxBatch, a.batch)
+	t := &tbTx{p: p, buf: make([]byte, a.size*n), size: a.size, codec: newCodec(), batch: make([]tickbus.Message, n)}
+	for i := range t.batch {
+		t.batch[i] = tickbus.Message{Type: tickbus.TickType, Payload: t.buf[i*a.size : (i+1)*a.size]}
+	}
+	return t, nil
 }
 
 func (t *tbTx) send(seq, ts, _ int64) error {
 	m := t.buf[:t.size]
 	t.codec.encode(m, seq, ts)
-	_, err := t.w.Publish(tick.MessageType, m, ts)
+	_, err := t.p.PublishStamped(tickbus.TickType, m, ts)
 	return err
 }
 
+// sendBatch publishes n messages, in PublishBatch calls of at most
+// tbMaxBatch.
 func (t *tbTx) sendBatch(seq0 int64, n int, ts, _ int64) error {
-	for i := range n {
-		t.codec.encode(t.batch[i].Payload, seq0+int64(i), ts)
-		t.batch[i].PublishNs = ts
+	for n > 0 {
+		k := min(n, len(t.batch))
+		for i := range k {
+			t.codec.encode(t.batch[i].Payload, seq0+int64(i), ts)
+			t.batch[i].PublishNs = ts
+		}
+		if _, err := t.p.PublishBatch(t.batch[:k]); err != nil {
+			return err
+		}
+		seq0, n = seq0+int64(k), n-k
 	}
-	_, err := t.w.PublishBatch(t.batch[:n])
-	return err
+	return nil
 }
 
-func (t *tbTx) close() error { return nil } // the node closes the writer
+// check fails the run if the publisher dropped a subscriber: a reader it
+// stopped writing to is never a silent loss.
+func (t *tbTx) check() error {
+	if d := t.p.Stats().Dropped; d > 0 {
+		return fmt.Errorf("bench: publisher dropped %d subscribers", d)
+	}
+	return nil
+}
 
-// tbRx reads a ring, one tick per next. Its sequence is the topic's.
+// close flushes what was posted (Publisher.Close waits for it to land).
+func (t *tbTx) close() error { return errors.Join(t.p.Close(), tbRelease()) }
+
+// tbRx reads a subscription, one message per next, polling it on the
+// caller's thread. Its sequence is the topic's.
 type tbRx struct {
-	r     *ring.Reader
+	s     *tickbus.Subscription
 	codec *msgCodec
 	idle  rdma.IdleStrategy
-	// pend holds what the last Poll delivered (the ring hands out a run of
-	// ticks per call, and a reliable reader writes its credit once per
-	// run); next returns it one tick at a time.
+	// pend holds what the last Poll delivered (a run of messages per call;
+	// a reliable ring returns its credit once per run); next returns it one
+	// at a time.
 	pend    []tbItem
 	head    int
 	pendErr error
-	events  uint64 // sequences named by loss events
-	// stopAt is when the parent said every publisher is done (lossy rings
-	// only); after stopQuiet with nothing to read, next reports errStopped.
+	// stopAt is when the parent said every publisher is done; after
+	// stopQuiet with nothing to read, next reports errStopped (a lossy
+	// ring may lose an end mark to an overrun).
 	stopAt atomic.Int64
 	lastOK int64
 }
 
 type tbItem struct{ seq, ts int64 }
 
-func newTBRx(r *ring.Reader, idle rdma.IdleStrategy) *tbRx {
-	return &tbRx{r: r, codec: newCodec(), idle: idle, pend: make([]tbItem, 0, tbReadBatch)}
-}
-
-// tbReadBatch bounds one Poll's run of ticks (RingConfig.MaxBatch).
+// tbReadBatch bounds one Poll's run of messages (WithBatch).
 const tbReadBatch = 256
 
-// stopQuiet is how long a stopped lossy reader waits for in-flight ticks.
+// stopQuiet is how long a stopped reader waits for in-flight messages.
 const stopQuiet = int64(500 * time.Millisecond)
 
-// errStopped: the run ended without every end mark (a lossy ring lost some).
+// errStopped: the run ended without every end mark (a lossy ring lost some,
+// counted as lost sequences already).
 var errStopped = errors.New("bench: stopped by the parent")
 
-// OnTicks decodes a run of ticks (ring.Handler); the views die on return.
-func (r *tbRx) OnTicks(ticks []ring.Tick) {
-	for i := range ticks {
-		t := &ticks[i]
-		if len(t.Payload) < MinSize {
+func openTBRx(a roleArgs, topic int) (rxPort, error) {
+	c, idle, err := tbOpen(a)
+	if err != nil {
+		return nil, err
+	}
+	r := &tbRx{codec: newCodec(), idle: idle, pend: make([]tbItem, 0, tbReadBatch)}
+	opts := []tickbus.SubOption{
+		tickbus.WithManualPoll(), tickbus.WithRing(floorSlots, tbSlotSize(a.size)), tickbus.WithBatch(tbReadBatch),
+		tickbus.WithSubscriberName(fmt.Sprintf("s%d", a.index)),
+	}
+	if a.ringMode != "lossy" {
+		opts = append(opts, tickbus.Reliable())
+	}
+	s, err := c.Subscribe(tbTopic(topic), r, opts...)
+	if err != nil {
+		_ = tbRelease()
+		return nil, err
+	}
+	r.s = s
+	if topic == 1 {
+		// The way back: its publisher (the subscriber process) is up; be
+		// connected to it before this process says it is ready.
+		for end := time.Now().Add(30 * time.Second); s.Publishers() < 1; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				_ = r.close()
+				return nil, fmt.Errorf("bench: no publisher on %s after 30s", tbTopic(topic))
+			}
+		}
+	}
+	return r, nil
+}
+
+var errShortTick = fmt.Errorf("bench: tick shorter than %d bytes", MinSize)
+
+// OnMessages decodes a run of messages (tickbus.Handler); the views die on
+// return.
+func (r *tbRx) OnMessages(ms []tickbus.Message) {
+	for i := range ms {
+		m := &ms[i]
+		if len(m.Payload) < MinSize {
 			if r.pendErr == nil {
 				r.pendErr = errShortTick
 			}
 			continue
 		}
-		ts, err := r.codec.decodeBody(t.Payload[offTick:])
+		ts, err := r.codec.decodeBody(m.Payload[offTick:])
 		if err != nil {
 			if r.pendErr == nil {
 				r.pendErr = err
 			}
 			continue
 		}
-		r.pend = append(r.pend, tbItem{seq: int64(t.Seq), ts: ts}) // within capacity: at most MaxBatch per call
+		r.pend = append(r.pend, tbItem{seq: int64(m.Seq), ts: ts}) // within capacity: at most WithBatch per call
 	}
 }
 
-// OnEvent counts sequences the ring names as lost (ring.Handler); the
-// subscriber loop counts them again from the sequence gap.
-func (r *tbRx) OnEvent(ev ring.Event) { r.events += ev.Count() }
-
-var errShortTick = fmt.Errorf("bench: tick shorter than %d bytes", MinSize)
+// OnEvent: the subscriber loop counts lost sequences from the sequence
+// gap that follows every loss event.
+func (r *tbRx) OnEvent(tickbus.Event) {}
 
 func (r *tbRx) next(deadline int64) (int64, int64, error) {
 	for spins := 0; ; spins++ {
@@ -409,7 +315,7 @@ func (r *tbRx) next(deadline int64) (int64, int64, error) {
 			return 0, 0, r.pendErr
 		}
 		r.pend, r.head = r.pend[:0], 0
-		if n := r.r.Poll(r); n > 0 {
+		if n := r.s.Poll(); n > 0 {
 			r.idle.Idle(n)
 			if len(r.pend) > 0 {
 				r.lastOK = nanotime()
@@ -429,204 +335,7 @@ func (r *tbRx) next(deadline int64) (int64, int64, error) {
 	}
 }
 
-func (r *tbRx) close() error { return nil }
+// stopWhenQuiet is the parent's "every publisher is done".
+func (r *tbRx) stopWhenQuiet() { r.stopAt.Store(nanotime()) }
 
-// tbMain is a tickbus publisher or subscriber child. Args: roleArgs plus
-// -side.
-func tbMain(args []string) int {
-	out := os.Stdout
-	fail := func(err error) int {
-		_ = writeReport(out, report{Done: true, Err: err.Error()})
-		return 1
-	}
-	side := sideSub
-	if len(args) > 0 && (args[0] == sidePub || args[0] == sideSub) {
-		side, args = args[0], args[1:]
-	}
-	a, err := parseRoleArgs(args)
-	if err != nil {
-		return fail(err)
-	}
-	pp := a.mode == modePingPong
-	if pp && (a.pubs != 1 || a.subs != 1) {
-		return fail(fmt.Errorf("%w: ping-pong runs one publisher and one subscriber", ErrInvalidConfig))
-	}
-	if a.cpu >= 0 {
-		if err := pinThread(a.cpu); err != nil {
-			return fail(err)
-		}
-	}
-	dev, err := openDevice(tbProvider(a.transport))
-	if err != nil {
-		return fail(err)
-	}
-	n := &tbNode{a: a, side: side, dev: dev, writers: map[int]*tbWriterSide{}, readers: map[int]*tbReaderSide{}}
-	defer func() { _ = dev.Close() }()
-	defer func() { _ = n.close() }()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	in := bufio.NewReader(os.Stdin)
-	readLine := func(v any) error {
-		line, err := in.ReadBytes('\n')
-		if err != nil {
-			return fmt.Errorf("bench: read wiring: %w", err)
-		}
-		if v == nil {
-			return nil
-		}
-		return decodeWire(line, v)
-	}
-	idle, _ := rdma.ParseIdle(a.idle)
-	run := a.duration + grace
-
-	made, err := n.make(pp)
-	if err != nil {
-		return fail(err)
-	}
-	if err := writeReport(out, report{Ready: true, Info: mustJSON(made)}); err != nil {
-		return 1
-	}
-	var ww tbWriterWiring
-	if err := readLine(&ww); err != nil {
-		return fail(err)
-	}
-	credits, err := n.wireWriters(ctx, ww, idle, run)
-	if err != nil {
-		return fail(err)
-	}
-	if err := writeReport(out, report{Ready: true, Info: mustJSON(credits)}); err != nil {
-		return 1
-	}
-	var rw tbReaderWiring
-	if err := readLine(&rw); err != nil {
-		return fail(err)
-	}
-	if err := n.wireReaders(ctx, rw); err != nil {
-		return fail(err)
-	}
-	if err := writeReport(out, report{Ready: true}); err != nil {
-		return 1
-	}
-
-	var (
-		tx txPort
-		rx rxPort
-	)
-	wt, rt := 1, 0 // a subscriber writes topic 1 (ping-pong) and reads topic 0
-	if side == sidePub {
-		wt, rt = 0, 1
-	}
-	if ws := n.writers[wt]; ws != nil {
-		tx = newTBTx(ws.w, a.size, a.batch)
-	}
-	var trx *tbRx
-	if rs := n.readers[rt]; rs != nil {
-		trx = newTBRx(rs.r.Reader(), idle)
-		rx = trx
-	}
-	// From here stdin carries control lines: "go" for a publisher, "stop"
-	// for a subscriber (every publisher is done), then EOF (every process
-	// has reported; exit).
-	ctl, eof := make(chan string, 4), make(chan struct{})
-	go func() {
-		defer close(eof)
-		for {
-			line, err := in.ReadString('\n')
-			if err != nil {
-				return
-			}
-			ctl <- strings.TrimSpace(line)
-		}
-	}()
-	if trx != nil && a.ringMode == "lossy" && side == sideSub {
-		// A lossy ring may lose an end mark to an overrun: once every
-		// publisher is done and the ring stays quiet, the run is over.
-		go func() {
-			for {
-				select {
-				case l := <-ctl:
-					if l == "stop" {
-						trx.stopAt.Store(nanotime())
-						return
-					}
-				case <-eof:
-					return
-				}
-			}
-		}()
-	}
-	if side == sidePub {
-		select { // "go"
-		case <-ctl:
-		case <-eof:
-			return fail(errors.New("bench: stdin closed before go"))
-		}
-		start := nanotime() + int64(time.Millisecond)
-		end := start + int64(a.duration)
-		deadline := end + int64(grace)
-		var st txStats
-		stopProf, perr := startProfile(a.pprof)
-		if perr != nil {
-			return fail(perr)
-		}
-		cpu0 := selfCPU()
-		if a.mode == modeThroughput {
-			st, err = floodLoop(tx, a.batch, start, end, deadline)
-		} else {
-			st, err = pacedLoop(tx, rx, idle, newSchedule(start, a.rate, a.duration))
-		}
-		err = errors.Join(err, stopProf())
-		r := report{Done: true, Sent: st.sent, Unsent: st.unsent, StartNs: st.startNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
-		if err == nil {
-			err = n.drain(0)
-		}
-		return finish(out, eof, r, err)
-	}
-	deadline := nanotime() + int64(a.duration) + int64(grace) + int64(10*time.Second)
-	stopProf, perr := startProfile(a.pprof)
-	if perr != nil {
-		return fail(perr)
-	}
-	cpu0 := selfCPU()
-	st, err := subLoop(rx, tx, a.mode == modeLatency, a.pubs, deadline)
-	if errors.Is(err, errStopped) {
-		err = nil // every publisher is done; the lost end marks are counted as lost sequences already
-	}
-	err = errors.Join(err, stopProf())
-	r := report{Done: true, Count: st.count, Lost: st.lost, StartNs: st.startNs, LastNs: st.lastNs, hist: st.hist, CPUNs: int64(selfCPU() - cpu0)}
-	if err == nil && tx != nil {
-		err = n.drain(1)
-	}
-	return finish(out, eof, r, err)
-}
-
-// finish writes the final report, then keeps the process (and its posted
-// writes, which a provider like tcp completes asynchronously) alive until
-// the parent closes stdin, when every peer has reported.
-func finish(out io.Writer, eof <-chan struct{}, r report, err error) int {
-	if err != nil {
-		r.Err = err.Error()
-	}
-	if werr := writeReport(out, r); werr != nil || err != nil {
-		return 1
-	}
-	<-eof
-	return 0
-}
-
-// drain reports a writer's dropped readers: a reader the writer stopped
-// writing to is a failure of the run, never silent.
-func (n *tbNode) drain(topic int) error {
-	ws := n.writers[topic]
-	if ws == nil || ws.w == nil {
-		return nil
-	}
-	if ws.dropErr != nil {
-		return ws.dropErr
-	}
-	if st := ws.w.Stats(); st.Dropped > 0 {
-		return fmt.Errorf("bench: writer dropped %d readers", st.Dropped)
-	}
-	return nil
-}
+func (r *tbRx) close() error { return errors.Join(r.s.Close(), tbRelease()) }

@@ -26,7 +26,7 @@
 //	P.home.<topic>      request: the current home answers with its descriptor
 //	P.qp.<node>         request: connect a queue pair (micro endpoint "connect")
 //	P.info.<node>       request: the node's Stats as JSON (micro endpoint "info")
-//	P.stats.<topic>.<subscriber>   subscribers' periodic stats (internal/stats format)
+//	P.stats.<topic>.<subscriber>   subscribers' periodic stats (stats format)
 //
 // Every P.d message goes through one subscription, so each peer's messages
 // are handled in the order it sent them, and every message carries the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/tickbus/tickbus/internal/stats"
+	"github.com/tickbus/tickbus/stats"
 
 	"github.com/tickbus/tickbus/rdma"
 )
@@ -101,12 +101,12 @@ func (n *Node) Stats() Stats {
 }
 
 // StatsSubject is the subject of a subscriber's periodic stats message,
-// as internal/stats names it: P.stats.<topic>.<subscriber>.
+// as stats names it: P.stats.<topic>.<subscriber>.
 func (n *Node) StatsSubject(topic, subscriber string) string {
 	return stats.Subject(n.cfg.Prefix, topic, subscriber)
 }
 
-// PublishStats publishes msg (bytes in internal/stats's format; the bus does
+// PublishStats publishes msg (bytes in stats's format; the bus does
 // not read them) on StatsSubject(topic, subscriber).
 func (n *Node) PublishStats(topic, subscriber string, msg []byte) error {
 	return n.PublishStatsSubject(n.StatsSubject(topic, subscriber), msg)
@@ -131,7 +131,7 @@ func (n *Node) PublishStatsSubject(subject string, msg []byte) error {
 }
 
 // StatsFunc receives one stats message and its subject; decode it with
-// internal/stats (the body names topic and subscriber exactly). msg is only
+// stats (the body names topic and subscriber exactly). msg is only
 // valid during the call.
 type StatsFunc func(subject string, msg []byte)
 

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/stats"
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/stats"
 )
 
 func TestStats_PublishAndSubscribe_OnInternalStatsSubjects(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/ring"
 	"github.com/tickbus/tickbus/subscriber"
@@ -63,7 +63,7 @@ func (r *record) has(want []uint64) bool {
 
 type foNode struct {
 	node *bus.Node
-	devs *devices.Set
+	devs *link.Devices
 }
 
 func openFoNode(t testing.TB, ctx context.Context, id, url string) foNode {
@@ -75,7 +75,7 @@ func openFoNode(t testing.TB, ctx context.Context, id, url string) foNode {
 	node, err := bus.Open(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { node.Close() })
-	devs := devices.New(devices.Config{HostID: node.HostID()})
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	t.Cleanup(func() { devs.Close() })
 	return foNode{node: node, devs: devs}
 }

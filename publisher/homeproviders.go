@@ -1,9 +1,12 @@
 package publisher
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
 )
 
 // homeDeviceFor returns the device a publisher claiming over provider
@@ -23,27 +26,19 @@ func (p *Publisher) homeDeviceFor(provider string) (rdma.Device, []byte, error) 
 		desc, err := p.home.Desc().MarshalBinary()
 		return p.dev, desc, err
 	}
-	if a, ok := p.homeAlso[provider]; ok {
-		return a.dev, a.desc, nil
-	}
 	if p.dev.Caps().Atomic != rdma.AtomicGlobal {
 		return nil, nil, fmt.Errorf("%w: the home of %s is on %s, whose atomics are not atomic against %s claims; use one provider for the whole topic",
 			ErrMixedProviders, p.cfg.Topic, p.dev.Provider(), provider)
 	}
-	dev, err := p.devs.Get(provider)
+	r, created, err := p.homeAlso.Get(p.devs, provider, link.Marshalled(p.home.RegisterOn))
 	if err != nil {
+		if errors.Is(err, ring.ErrDeviceAtomics) {
+			err = fmt.Errorf("%w: %w", ErrMixedProviders, err)
+		}
 		return nil, nil, fmt.Errorf("publisher: a claim over %s: %w", provider, err)
 	}
-	d, mr, err := p.home.RegisterOn(dev)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrMixedProviders, err)
+	if created {
+		p.log.Info().Str("provider", provider).Str("home_provider", p.dev.Provider()).Msg("publisher: home registered on a second provider")
 	}
-	desc, err := d.MarshalBinary()
-	if err != nil {
-		_ = mr.Close()
-		return nil, nil, err
-	}
-	p.homeAlso[provider] = homeReg{dev: dev, mr: mr, desc: desc}
-	p.log.Info().Str("provider", provider).Str("home_provider", p.dev.Provider()).Msg("publisher: home registered on a second provider")
-	return dev, desc, nil
+	return r.Device, r.Desc, nil
 }

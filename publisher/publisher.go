@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
 	"github.com/tickbus/tickbus/tick"
@@ -127,7 +127,7 @@ func (c *Config) setDefaults() error {
 type Publisher struct {
 	cfg  Config
 	node *bus.Node
-	devs *devices.Set
+	devs *link.Devices
 	dev  rdma.Device // Config.Provider's: the home's, if here
 	log  zerolog.Logger
 
@@ -152,8 +152,8 @@ type Publisher struct {
 	pending  []bus.SubscriberInfo // reported before the writer existed
 	targets  map[string]*target   // subscriber key → target
 	nextID   uint64
-	homeAcc  []conn             // QPs other publishers connected to our home
-	homeAlso map[string]homeReg // provider → the home registered on that device too
+	homeAcc  []conn       // QPs other publishers connected to our home
+	homeAlso *link.AlsoOn // the home registered on other providers' devices too (a new one per home)
 	dropped  map[uint64]bool
 
 	closeOnce sync.Once
@@ -172,14 +172,6 @@ type conn struct {
 	cq rdma.CompletionQueue
 }
 
-// homeReg is the home registered on a second device, for publishers that
-// claim through another provider.
-type homeReg struct {
-	dev  rdma.Device
-	mr   rdma.MemoryRegion
-	desc []byte
-}
-
 func (c conn) close() error {
 	var errs []error
 	if c.qp != nil {
@@ -191,19 +183,12 @@ func (c conn) close() error {
 	return errors.Join(errs...)
 }
 
-// QP and CQ sizes: the writer's staging (1024 slots by default) must exceed
-// every QP's send depth; it signals one write in 16.
-const (
-	sendDepth = 256
-	cqDepth   = 8192
-)
-
 // New makes a publisher of cfg.Topic on node: it finds the topic's home or
 // becomes it (ctx bounds that), connects a queue pair to it, makes the
 // writer, and from then on connects to every subscriber, present and
 // future, and drops those that go. The node and the device set stay the
 // caller's.
-func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*Publisher, error) {
+func New(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config) (*Publisher, error) {
 	if node == nil || devs == nil {
 		return nil, fmt.Errorf("%w: node and devices are required", ErrInvalidConfig)
 	}
@@ -217,8 +202,8 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*P
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: cfg, node: node, devs: devs, dev: dev, targets: map[string]*target{}, dropped: map[uint64]bool{},
-		homeAlso: map[string]homeReg{}, log: cfg.Logger.With().Str("topic", cfg.Topic).Str("publisher", cfg.ID).Logger()}
+	p := &Publisher{cfg: cfg, node: node, devs: devs, dev: dev, targets: map[string]*target{}, dropped: map[uint64]bool{}, homeAlso: &link.AlsoOn{},
+		log: cfg.Logger.With().Str("topic", cfg.Topic).Str("publisher", cfg.ID).Logger()}
 	var data [4]byte
 	binary.LittleEndian.PutUint32(data[:], cfg.PublisherID)
 	p.pub, err = node.Publish(ctx, bus.PublishSpec{
@@ -233,13 +218,7 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config) (*P
 		OnHomeLost:         p.onHomeLost,
 	})
 	if err != nil {
-		p.mu.Lock()
-		also := p.homeAlso
-		p.homeAlso = nil
-		p.mu.Unlock()
-		for _, a := range also {
-			_ = a.mr.Close()
-		}
+		_ = p.homeAlso.Close()
 		if p.home != nil {
 			_ = p.home.Close()
 		}
@@ -281,10 +260,8 @@ func (p *Publisher) newHome(_ context.Context, topic string, start uint64) ([]by
 	// The old home's registrations on other devices describe the old
 	// home: a claimant over tcp must get this one's (i9t: the chaos test
 	// found New failing with "another home's descriptor").
-	for prov, a := range p.homeAlso {
-		p.retired = append(p.retired, a.mr.Close)
-		delete(p.homeAlso, prov)
-	}
+	p.retired = append(p.retired, p.homeAlso.Close)
+	p.homeAlso = &link.AlsoOn{}
 	p.home = h
 	p.mu.Unlock()
 	p.log.Info().Msg("publisher: this node is the topic's home")
@@ -322,16 +299,8 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 }
 
 func newConn(dev rdma.Device) (conn, error) {
-	cq, err := dev.CreateCQ(cqDepth)
-	if err != nil {
-		return conn{}, err
-	}
-	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: sendDepth, RecvDepth: 16})
-	if err != nil {
-		_ = cq.Close()
-		return conn{}, err
-	}
-	return conn{qp: qp, cq: cq}, nil
+	c, err := link.Open(dev, link.Writer)
+	return conn{qp: c.QP, cq: c.CQ}, err
 }
 
 // connectHome connects the writer's QP to the home (a loopback pair when
@@ -375,14 +344,11 @@ func (p *Publisher) dialHome(ctx context.Context, hi bus.HomeInfo, timeout time.
 		}
 		dev = d
 	}
-	cq, err = dev.CreateCQ(cqDepth)
+	hc, err := link.Open(dev, link.Writer)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("publisher: %w", err)
 	}
-	qp, err = dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: sendDepth, RecvDepth: 16})
-	if err != nil {
-		return nil, nil, cq, fmt.Errorf("publisher: %w", err)
-	}
+	qp, cq = hc.QP, hc.CQ
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if hi.Local {
@@ -468,8 +434,7 @@ func (p *Publisher) reconnect(t *target) {
 	}
 	_ = t.conn.close()
 	p.log.Info().Str("subscriber", key).Msg("publisher: reconnecting to a subscriber still on the bus")
-	wait := 100 * time.Millisecond
-	for {
+	for attempt := 1; ; attempt++ {
 		p.mu.Lock()
 		current := !p.closed && p.targets[key] == t
 		p.nextID++
@@ -483,8 +448,7 @@ func (p *Publisher) reconnect(t *target) {
 			return
 		}
 		p.log.Debug().Str("subscriber", key).Err(err).Msg("publisher: reconnect failed; retrying")
-		time.Sleep(wait)
-		wait = min(2*wait, 2*time.Second)
+		time.Sleep(link.Reconnect.Delay(attempt))
 	}
 }
 
@@ -506,14 +470,12 @@ func (p *Publisher) onSubscriber(s bus.SubscriberInfo) {
 	// A connect can fail on a busy host (timeouts) or while the subscriber
 	// is still starting: retry a few times, then say so once.
 	var err error
-	wait := 100 * time.Millisecond
-	for attempt := 1; attempt <= 5; attempt++ {
+	for attempt := 1; link.Connect.More(attempt); attempt++ {
 		if err = p.addTarget(id, s); err == nil || errors.Is(err, ErrClosed) || !p.stillSubscribed(s) {
 			return
 		}
 		p.log.Debug().Str("subscriber", s.Key()).Int("attempt", attempt).Err(err).Msg("publisher: connect to subscriber failed; retrying")
-		time.Sleep(wait)
-		wait *= 2
+		time.Sleep(link.Connect.Delay(attempt))
 	}
 	p.log.Warn().Str("subscriber", s.Key()).Err(err).Msg("publisher: cannot reach subscriber; it gets nothing from this publisher")
 }
@@ -712,9 +674,8 @@ func (p *Publisher) Close() error {
 		p.targets = map[string]*target{}
 		acc := p.homeAcc
 		p.homeAcc = nil
-		also := p.homeAlso
-		p.homeAlso = nil
 		home := p.home
+		also := p.homeAlso
 		p.mu.Unlock()
 		if p.w != nil {
 			errs = append(errs, p.w.Close())
@@ -738,9 +699,7 @@ func (p *Publisher) Close() error {
 		if p.cq != nil {
 			errs = append(errs, p.cq.Close())
 		}
-		for _, a := range also {
-			errs = append(errs, a.mr.Close())
-		}
+		errs = append(errs, also.Close())
 		if home != nil {
 			errs = append(errs, home.Close())
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
@@ -28,7 +28,7 @@ func (s *seqs) OnEvent(ring.Event) {}
 
 type rig struct {
 	node *bus.Node
-	devs *devices.Set
+	devs *link.Devices
 	sub  *subscriber.Subscriber
 	h    *seqs
 }
@@ -38,7 +38,7 @@ func newRig(t *testing.T, ctx context.Context, topic string) *rig {
 	node, err := bus.Open(ctx, bus.Config{NodeID: "n-" + topic})
 	require.NoError(t, err)
 	t.Cleanup(func() { node.Close() })
-	devs := devices.New(devices.Config{HostID: node.HostID()})
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	t.Cleanup(func() { devs.Close() })
 	h := &seqs{}
 	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: topic, StatsInterval: -1, DrainQuiet: 20 * time.Millisecond}, h)

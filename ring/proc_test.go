@@ -14,19 +14,15 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/internal/child"
-	"github.com/tickbus/tickbus/internal/shmem"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/rdma/shm"
 )
@@ -145,17 +141,9 @@ type subChecker struct {
 	stallAfter uint64
 	stallFor   time.Duration
 	stalled    bool
-	hist       *hdrhistogram.Histogram
-	ack        *atomic.Uint64 // -ack: the last delivered sequence, for the publisher
 }
 
 func (c *subChecker) OnTicks(ts []Tick) {
-	if c.hist != nil {
-		now := time.Now().UnixNano()
-		for i := range ts {
-			_ = c.hist.RecordValue(now - ts[i].PublishNs)
-		}
-	}
 	for i := range ts {
 		t := &ts[i]
 		if t.Seq != c.expect {
@@ -174,9 +162,6 @@ func (c *subChecker) OnTicks(ts []Tick) {
 			c.order = (c.order ^ uint64(x)) * 1099511628211
 		}
 		c.delivered++
-	}
-	if c.ack != nil {
-		c.ack.Store(ts[len(ts)-1].Seq) // pairs with the ping-pong publisher's Load
 	}
 }
 
@@ -200,9 +185,7 @@ func subMain(args []string) int {
 	exch := fs.Bool("exch", false, "payload carries the exchange sequence = ring sequence")
 	limit := fs.Duration("limit", 90*time.Second, "give up after")
 	idleName := fs.String("idle", "backoff", "idle strategy: spin, yield or backoff")
-	lat := fs.Bool("lat", false, "record receive time minus publish time in an HdrHistogram")
 	useJournal := fs.Bool("journal", false, "recover from the home's journal (a QP to the home)")
-	ackFd := fs.Bool("ack", false, "store each delivered sequence in the shared word at fd 3 (ping-pong pacing)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -280,16 +263,6 @@ func subMain(args []string) int {
 	}
 	fmt.Println("READY")
 	c := &subChecker{expect: 1, stallAfter: *stallAfter, stallFor: *stallFor, checkExch: *exch}
-	if *lat {
-		c.hist = hdrhistogram.New(1, 10_000_000_000, 3)
-	}
-	if *ackFd {
-		mem, err := shmem.Map(3, 4096)
-		if err != nil {
-			return die("ack map: %v", err)
-		}
-		c.ack = at[atomic.Uint64](mem, 0)
-	}
 	rd := r.Reader()
 	deadline := time.Now().Add(*limit)
 	for c.expect <= *end {
@@ -304,10 +277,6 @@ func subMain(args []string) int {
 		}
 	}
 	st := rd.Stats()
-	if c.hist != nil {
-		fmt.Printf("LAT p50=%d p99=%d p999=%d p9999=%d max=%d n=%d\n", c.hist.ValueAtQuantile(50), c.hist.ValueAtQuantile(99),
-			c.hist.ValueAtQuantile(99.9), c.hist.ValueAtQuantile(99.99), c.hist.Max(), c.hist.TotalCount())
-	}
 	fmt.Printf("DONE delivered=%d badcrc=%d badorder=%d badexch=%d order=%x next=%d gap=%d overrun=%d corrupt=%d recovered=%d crediterr=%d torn=%d events=%s\n",
 		c.delivered, c.badCRC, c.badOrder, c.badExch, c.order, c.expect, st.Gap, st.Overrun, st.Corrupt, st.Recovered, st.CreditErrors, st.Torn,
 		strings.Join(append([]string{"-"}, c.events...), ","))
@@ -327,10 +296,6 @@ func pubMain(args []string) int {
 	size := fs.Int("size", 64, "payload bytes")
 	timeout := fs.Duration("timeout", 10*time.Second, "writer timeout")
 	retry := fs.Bool("retry", false, "retry a publish refused with ErrBackPressure before its claim")
-	rate := fs.Int("rate", 100_000, "paced: ticks per second")
-	// pingpong: publish tick i only once the subscriber stored i-1 in the
-	// shared word at fd 3, stamped with the send time: one tick in flight,
-	// so one-way latency without any backlog, comparable with the floor.
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -457,33 +422,6 @@ func pubMain(args []string) int {
 				}
 			}
 			i += k
-		}
-	case "paced":
-		// Each tick carries its intended send time, so a late send counts
-		// its lateness (no coordinated omission).
-		period := int64(time.Second) / int64(*rate)
-		start := time.Now().UnixNano() + int64(time.Millisecond)
-		for i := uint64(1); i <= *n; i++ {
-			intended := start + int64(i)*period
-			for time.Now().UnixNano() < intended {
-			}
-			fillPayload(payload, uint32(*id), i)
-			count(w.Publish(1, payload, intended))
-		}
-	case "pingpong":
-		mem, err := shmem.Map(3, 4096)
-		if err != nil {
-			return die("ack map: %v", err)
-		}
-		ack := at[atomic.Uint64](mem, 0)
-		for i := uint64(1); i <= *n; i++ {
-			for k := 0; ack.Load() != i-1; k++ { // pairs with the subscriber's Store
-				if k&0xfffff == 0xfffff {
-					runtime.Gosched()
-				}
-			}
-			fillPayload(payload, uint32(*id), i)
-			count(w.Publish(1, payload, time.Now().UnixNano()))
 		}
 	case "at":
 		for s := uint64(1); s <= *n; s++ {

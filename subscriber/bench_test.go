@@ -8,7 +8,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
@@ -40,7 +40,7 @@ func benchRig(b *testing.B, topic string, h subscriber.Handler) (*publisher.Publ
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { node.Close() })
-	devs := devices.New(devices.Config{HostID: node.HostID()})
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	b.Cleanup(func() { devs.Close() })
 	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: topic, Slots: 1 << 14, StatsInterval: -1, DrainQuiet: 10 * time.Millisecond}, h)
 	if err != nil {

@@ -7,9 +7,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/tickbus/tickbus/internal/stats"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/stats"
 )
 
 // Sentinel errors. Test them with errors.Is.

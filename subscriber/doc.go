@@ -10,7 +10,7 @@
 //
 // Every delivered tick's latency (receive time minus the publish time the
 // publisher stamped, which for a paced feed is the intended send time) goes
-// into a per-topic HdrHistogram through internal/stats's zero-alloc
+// into a per-topic HdrHistogram through stats's zero-alloc
 // Recorder; a stats loop publishes an interval message on the bus every
 // StatsInterval and hands it to Config.OnStats.
 //

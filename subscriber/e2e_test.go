@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
-	"github.com/tickbus/tickbus/internal/stats"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/stats"
 	"github.com/tickbus/tickbus/subscriber"
 	"github.com/tickbus/tickbus/tick"
 )
@@ -59,7 +59,7 @@ func TestPubSub_InProcess_DeliversEveryTickInOrder(t *testing.T) {
 	b, err := bus.Open(ctx, bus.Config{NodeID: "b", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}})
 	require.NoError(t, err)
 	defer b.Close()
-	devA, devB := devices.New(devices.Config{HostID: a.HostID()}), devices.New(devices.Config{HostID: b.HostID()})
+	devA, devB := link.NewDevices(link.DevicesConfig{HostID: a.HostID()}), link.NewDevices(link.DevicesConfig{HostID: b.HostID()})
 	defer devA.Close()
 	defer devB.Close()
 
@@ -112,7 +112,7 @@ func TestPubSub_PublishAndPoll_AllocateNothing(t *testing.T) {
 	node, err := bus.Open(ctx, bus.Config{NodeID: "allocs"})
 	require.NoError(t, err)
 	defer node.Close()
-	devs := devices.New(devices.Config{HostID: node.HostID()})
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	defer devs.Close()
 	var h counting
 	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "allocs", Slots: 1 << 12, StatsInterval: -1}, &h)
@@ -187,7 +187,7 @@ func TestSubscriber_Close_IsIdempotentAndCountersSurviveIt(t *testing.T) {
 	node, err := bus.Open(ctx, bus.Config{NodeID: "closer"})
 	require.NoError(t, err)
 	defer node.Close()
-	devs := devices.New(devices.Config{HostID: node.HostID()})
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	defer devs.Close()
 	var msgs []*stats.Message
 	var mu sync.Mutex
@@ -212,7 +212,7 @@ func TestSubscriber_New_RejectsBadConfig(t *testing.T) {
 	node, err := bus.Open(ctx, bus.Config{NodeID: "bad"})
 	require.NoError(t, err)
 	defer node.Close()
-	devs := devices.New(devices.Config{HostID: node.HostID()})
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	defer devs.Close()
 	for _, c := range []subscriber.Config{{}, {Topic: "x", Provider: "udp"}, {Topic: "x", StatsInterval: time.Millisecond}, {Topic: "x", Slots: 3}} {
 		_, err := subscriber.New(ctx, node, devs, c, nil)
@@ -230,7 +230,7 @@ func TestPubSub_Reliable_SlowSubscriberLosesNothing(t *testing.T) {
 	node, err := bus.Open(ctx, bus.Config{NodeID: "rel"})
 	require.NoError(t, err)
 	defer node.Close()
-	devs := devices.New(devices.Config{HostID: node.HostID()})
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	defer devs.Close()
 	var c collect
 	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "rel", Mode: ring.Reliable, Slots: 16, MaxBatch: 4,
@@ -272,7 +272,7 @@ func TestPubSub_LateSubscriber_StartsAtTheHomesCounter(t *testing.T) {
 	node, err := bus.Open(ctx, bus.Config{NodeID: "late"})
 	require.NoError(t, err)
 	defer node.Close()
-	devs := devices.New(devices.Config{HostID: node.HostID()})
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	defer devs.Close()
 	first, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "late", ID: "first", StatsInterval: -1, Idle: rdma.Yield{}}, nil)
 	require.NoError(t, err)

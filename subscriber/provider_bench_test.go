@@ -9,7 +9,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/subscriber"
@@ -24,7 +24,7 @@ import (
 func BenchmarkPublishPoll_ShmAndTCPSubscribers(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	b.Cleanup(cancel)
-	open := func(id, host, url string) (*bus.Node, *devices.Set) {
+	open := func(id, host, url string) (*bus.Node, *link.Devices) {
 		var urls []string
 		if url != "" {
 			urls = []string{url}
@@ -34,7 +34,7 @@ func BenchmarkPublishPoll_ShmAndTCPSubscribers(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { n.Close() })
-		d := devices.New(devices.Config{HostID: host})
+		d := link.NewDevices(link.DevicesConfig{HostID: host})
 		b.Cleanup(func() { d.Close() })
 		return n, d
 	}

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
-	"github.com/tickbus/tickbus/internal/stats"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/stats"
 	"github.com/tickbus/tickbus/subscriber"
 )
 
@@ -46,11 +46,11 @@ const gapTimeout = time.Second
 func TestProviders_ShmAndTCPInOneTopic_OneOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	open := func(id, host, url string) (*bus.Node, *devices.Set) {
+	open := func(id, host, url string) (*bus.Node, *link.Devices) {
 		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: host, NATS: bus.NATSConfig{URLs: nilIfEmpty(url)}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = n.Close() })
-		d := devices.New(devices.Config{HostID: host})
+		d := link.NewDevices(link.DevicesConfig{HostID: host})
 		t.Cleanup(func() { _ = d.Close() })
 		return n, d
 	}
@@ -130,7 +130,7 @@ func TestProviders_ConnectOverUnavailableProvider_RefusedClearly(t *testing.T) {
 	node, err := bus.Open(ctx, bus.Config{NodeID: "refuse", HostID: "hostA"})
 	require.NoError(t, err)
 	defer node.Close()
-	devs := devices.New(devices.Config{HostID: "hostA"})
+	devs := link.NewDevices(link.DevicesConfig{HostID: "hostA"})
 	defer devs.Close()
 	var c collect
 	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "rf", Idle: rdma.Yield{}, StatsInterval: -1}, &c)
@@ -163,15 +163,15 @@ func TestProviders_TCPAllocatedRingAndHome_ServeShmPeers(t *testing.T) {
 	a, err := bus.Open(ctx, bus.Config{NodeID: "ta", HostID: "hostA"})
 	require.NoError(t, err)
 	defer a.Close()
-	open := func(id string) (*bus.Node, *devices.Set) {
+	open := func(id string) (*bus.Node, *link.Devices) {
 		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: "hostA", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = n.Close() })
-		d := devices.New(devices.Config{HostID: "hostA"})
+		d := link.NewDevices(link.DevicesConfig{HostID: "hostA"})
 		t.Cleanup(func() { _ = d.Close() })
 		return n, d
 	}
-	da := devices.New(devices.Config{HostID: "hostA"})
+	da := link.NewDevices(link.DevicesConfig{HostID: "hostA"})
 	defer da.Close()
 	b, db := open("tb")
 	c, dc := open("tc")

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
 )
 
@@ -22,25 +23,14 @@ func (s *Subscriber) deviceFor(provider string) (rdma.Device, []byte, error) {
 	if s.closed {
 		return nil, nil, ErrClosed
 	}
-	if a, ok := s.also[provider]; ok {
-		return a.dev, a.desc, nil
-	}
-	dev, err := s.devs.Get(provider)
+	r, created, err := s.also.Get(s.devs, provider, link.Marshalled(s.ring.RegisterOn))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: publisher came over %s: %w", ErrRefused, provider, err)
 	}
-	d, mr, err := s.ring.RegisterOn(dev)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrRefused, err)
+	if created {
+		s.log.Info().Str("provider", provider).Str("ring_provider", s.dev.Provider()).Msg("subscriber: ring registered on a second provider")
 	}
-	desc, err := d.MarshalBinary()
-	if err != nil {
-		_ = mr.Close()
-		return nil, nil, err
-	}
-	s.also[provider] = alsoReg{dev: dev, mr: mr, desc: desc}
-	s.log.Info().Str("provider", provider).Str("ring_provider", s.dev.Provider()).Msg("subscriber: ring registered on a second provider")
-	return dev, desc, nil
+	return r.Device, r.Desc, nil
 }
 
 // providersInUse is the set of providers publishers write into the ring

@@ -14,10 +14,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/internal/devices"
-	"github.com/tickbus/tickbus/internal/stats"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/stats"
 )
 
 // Handler receives what the ring delivers, in sequence order, on the
@@ -63,7 +63,7 @@ func (c Counters) Lost() uint64 { return c.Gaps + c.Overruns + c.Skips + c.Corru
 type Subscriber struct {
 	cfg    Config
 	node   *bus.Node
-	devs   *devices.Set
+	devs   *link.Devices
 	dev    rdma.Device
 	ring   *ring.Ring
 	reader *ring.Reader
@@ -94,9 +94,9 @@ type Subscriber struct {
 	journalQPs   []rdma.QueuePair     // guarded by mu: QPs to homes' journals, closed at Close
 
 	mu     sync.Mutex
-	qps    map[string][]conn  // publisher key → its queue pairs to this ring
-	also   map[string]alsoReg // provider → the ring registered on that device too
-	used   map[string]bool    // every provider a publisher connected over
+	qps    map[string][]conn // publisher key → its queue pairs to this ring
+	also   link.AlsoOn       // the ring registered on other providers' devices too
+	used   map[string]bool   // every provider a publisher connected over
 	closed bool
 
 	final atomic.Pointer[Counters] // set before the ring is unmapped
@@ -110,14 +110,6 @@ type conn struct {
 	cq       rdma.CompletionQueue
 	provider string
 	host     string // the publisher's host id
-}
-
-// alsoReg is the ring registered on a second device: publishers that reach
-// this host over another provider write into the same memory.
-type alsoReg struct {
-	dev  rdma.Device
-	mr   rdma.MemoryRegion
-	desc []byte
 }
 
 // recHandler records each tick's latency, then calls the user's handler.
@@ -235,7 +227,7 @@ func (h *recHandler) OnEvent(ev ring.Event) {
 // New registers a ring on the configured provider's device, announces it
 // on node and starts the stats loop. h may be nil (ticks are only counted
 // and timed). The node and the device set stay the caller's.
-func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h Handler) (*Subscriber, error) {
+func New(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config, h Handler) (*Subscriber, error) {
 	if node == nil || devs == nil {
 		return nil, fmt.Errorf("%w: node and devices are required", ErrInvalidConfig)
 	}
@@ -246,7 +238,7 @@ func New(ctx context.Context, node *bus.Node, devs *devices.Set, cfg Config, h H
 		cfg.ID = node.ID()
 	}
 	s := &Subscriber{cfg: cfg, node: node, devs: devs, log: cfg.Logger.With().Str("topic", cfg.Topic).Str("subscriber", cfg.ID).Logger(),
-		qps: map[string][]conn{}, also: map[string]alsoReg{}, used: map[string]bool{}, rec: stats.NewRecorder(), done: make(chan struct{})}
+		qps: map[string][]conn{}, used: map[string]bool{}, rec: stats.NewRecorder(), done: make(chan struct{})}
 	s.h = recHandler{user: h, rec: s.rec, pending: map[uint32]struct{}{}, seen: map[uint32]struct{}{}}
 	dev, err := devs.Get(cfg.Provider)
 	if err != nil {
@@ -307,15 +299,11 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
-	cq, err := dev.CreateCQ(256)
+	lc, err := link.Open(dev, link.Responder)
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
-	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 64, RecvDepth: 16})
-	if err != nil {
-		_ = cq.Close()
-		return bus.ConnectReply{}, err
-	}
+	qp, cq := lc.QP, lc.CQ
 	if err := qp.Connect(ctx, req.Endpoint); err != nil {
 		_ = qp.Close()
 		_ = cq.Close()
@@ -563,17 +551,12 @@ func (s *Subscriber) askCounter(ctx context.Context, node bus.PeerInfo) (uint64,
 	if err != nil {
 		return 0, err
 	}
-	cq, err := dev.CreateCQ(16)
+	c, err := link.Open(dev, link.Query)
 	if err != nil {
 		return 0, err
 	}
-	defer cq.Close()
-	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 16, RecvDepth: 16})
-	if err != nil {
-		return 0, err
-	}
-	defer qp.Close()
-	rep, err := s.node.Connect(ctx, node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
+	defer c.Close()
+	rep, err := s.node.Connect(ctx, node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: c.QP.LocalEndpoint()})
 	if err != nil {
 		return 0, err
 	}
@@ -718,13 +701,7 @@ func (s *Subscriber) Close() error {
 				errs = append(errs, c.qp.Close(), c.cq.Close())
 			}
 		}
-		s.mu.Lock()
-		also := s.also
-		s.also = map[string]alsoReg{}
-		s.mu.Unlock()
-		for _, a := range also {
-			errs = append(errs, a.mr.Close())
-		}
+		errs = append(errs, s.also.Close())
 		final := s.Counters()
 		s.final.Store(&final)
 		errs = append(errs, s.ring.Close())

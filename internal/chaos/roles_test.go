@@ -18,7 +18,7 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/internal/child"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
@@ -82,12 +82,12 @@ func parse(name string, args []string) (roleFlags, error) {
 
 var logger = zerolog.New(os.Stderr).With().Timestamp().Logger().Level(zerolog.InfoLevel)
 
-func open(ctx context.Context, f roleFlags) (*bus.Node, *devices.Set, error) {
+func open(ctx context.Context, f roleFlags) (*bus.Node, *link.Devices, error) {
 	node, err := bus.Open(ctx, bus.Config{NodeID: f.name, HostID: f.hostID, NATS: bus.NATSConfig{URLs: strings.Split(f.nats, ",")}, Logger: &logger})
 	if err != nil {
 		return nil, nil, err
 	}
-	return node, devices.New(devices.Config{HostID: node.HostID(), TCPListen: net.JoinHostPort(f.host, "0"), Logger: logger}), nil
+	return node, link.NewDevices(link.DevicesConfig{HostID: node.HostID(), TCPListen: net.JoinHostPort(f.host, "0"), Logger: logger}), nil
 }
 
 // stdinClosed is closed when the parent closes the role's stdin (or dies).

@@ -2,7 +2,7 @@
 //
 // Both are NATS clients, like the nats CLI: they subscribe to the stats
 // subjects (<prefix>.stats.>) that subscribers publish every interval (see
-// internal/stats) and keep, per topic and subscriber, the latest counters,
+// stats) and keep, per topic and subscriber, the latest counters,
 // the last interval's histogram, a histogram merged since the dashboard
 // started and a time series of percentiles over the last minutes.
 //

@@ -6,7 +6,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/tickbus/tickbus/internal/stats"
+	"github.com/tickbus/tickbus/stats"
 )
 
 // Whatever arrives on a stats subject, the dashboard's store neither panics

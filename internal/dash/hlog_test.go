@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tickbus/tickbus/internal/stats/hdrjs"
+	"github.com/tickbus/tickbus/stats/hdrjs"
 )
 
 // hlogFixture runs a dashboard with --hlog, feeds it two series of three

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
-	"github.com/tickbus/tickbus/internal/stats"
+	"github.com/tickbus/tickbus/stats"
 )
 
 //go:embed web

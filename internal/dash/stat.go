@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/tickbus/tickbus/internal/stats"
+	"github.com/tickbus/tickbus/stats"
 )
 
 // StatConfig configures the terminal view.

@@ -10,7 +10,7 @@ import (
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/rs/zerolog"
 
-	"github.com/tickbus/tickbus/internal/stats"
+	"github.com/tickbus/tickbus/stats"
 )
 
 // Defaults for the store's bounds.

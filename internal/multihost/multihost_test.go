@@ -23,8 +23,8 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/internal/child"
-	"github.com/tickbus/tickbus/internal/devices"
 	"github.com/tickbus/tickbus/internal/netns"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
@@ -89,12 +89,12 @@ func parse(name string, args []string) (roleFlags, error) {
 
 // open connects a node to its host's NATS server and opens its devices
 // with the tcp provider listening on the host's address.
-func open(ctx context.Context, f roleFlags) (*bus.Node, *devices.Set, error) {
+func open(ctx context.Context, f roleFlags) (*bus.Node, *link.Devices, error) {
 	node, err := bus.Open(ctx, bus.Config{NodeID: f.name, HostID: f.name, HeartbeatTimeout: f.hb, NATS: bus.NATSConfig{URLs: []string{f.nats}}, Logger: &logger})
 	if err != nil {
 		return nil, nil, err
 	}
-	return node, devices.New(devices.Config{HostID: node.HostID(), TCPListen: net.JoinHostPort(f.host, "0"), Logger: logger}), nil
+	return node, link.NewDevices(link.DevicesConfig{HostID: node.HostID(), TCPListen: net.JoinHostPort(f.host, "0"), Logger: logger}), nil
 }
 
 // logger writes the roles' control-path logs to stderr, which the test

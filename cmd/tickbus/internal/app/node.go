@@ -7,19 +7,19 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/internal/config"
-	"github.com/tickbus/tickbus/internal/devices"
+	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
 )
 
 // openNode opens the bus node and the device set the configuration
 // describes.
-func openNode(ctx context.Context, c *config.Config, log zerolog.Logger) (*bus.Node, *devices.Set, error) {
+func openNode(ctx context.Context, c *config.Config, log zerolog.Logger) (*bus.Node, *link.Devices, error) {
 	b := c.Bus
 	node, err := bus.Open(ctx, bus.Config{
 		NodeID: b.NodeID, HostID: b.HostID, Prefix: b.Prefix,
 		NATS: bus.NATSConfig{URLs: b.NATS, EmbeddedListen: b.Listen, User: b.User, Password: b.Password, Token: b.Token,
 			NKeySeedFile: b.NKeySeedFile, CredsFile: b.CredsFile, CAFile: b.CAFile, CertFile: b.CertFile, KeyFile: b.KeyFile},
-		Providers:         devices.Providers(),
+		Providers:         link.Providers(),
 		Provider:          b.Override(),
 		HeartbeatInterval: b.HeartbeatInterval, HeartbeatTimeout: b.HeartbeatTimeout,
 		Logger: &log,
@@ -27,7 +27,7 @@ func openNode(ctx context.Context, c *config.Config, log zerolog.Logger) (*bus.N
 	if err != nil {
 		return nil, nil, err
 	}
-	return node, devices.New(devices.Config{HostID: node.HostID(), TCPListen: b.TCPListen, TCPAdvertise: b.TCPAdvertise, Logger: log}), nil
+	return node, link.NewDevices(link.DevicesConfig{HostID: node.HostID(), TCPListen: b.TCPListen, TCPAdvertise: b.TCPAdvertise, Logger: log}), nil
 }
 
 // provider is the device a subscriber's ring and a home are allocated on:

@@ -15,9 +15,9 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/tickbus/tickbus/internal/config"
-	"github.com/tickbus/tickbus/internal/stats"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/stats"
 	"github.com/tickbus/tickbus/subscriber"
 	"github.com/tickbus/tickbus/tick"
 )

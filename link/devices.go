@@ -1,4 +1,4 @@
-package devices
+package link
 
 import (
 	"errors"
@@ -14,13 +14,10 @@ import (
 
 // ErrUnsupported: a provider this build cannot open (verbs needs the verbs
 // build tag and a device).
-var ErrUnsupported = errors.New("devices: provider not available in this build")
+var ErrUnsupported = errors.New("link: provider not available in this build")
 
-// ErrClosed: the set was closed.
-var ErrClosed = errors.New("devices: closed")
-
-// Config configures a Set.
-type Config struct {
+// DevicesConfig configures a Devices set.
+type DevicesConfig struct {
 	// HostID names this host in endpoints; it must match the bus node's.
 	HostID string
 	// TCPListen is the tcp provider's listen address (default 127.0.0.1:0);
@@ -30,22 +27,24 @@ type Config struct {
 	Logger       zerolog.Logger
 }
 
-// Set is the devices of one process. Safe for concurrent use.
-type Set struct {
-	cfg    Config
+// Devices is the devices of one process. Safe for concurrent use.
+type Devices struct {
+	cfg    DevicesConfig
 	mu     sync.Mutex
 	devs   map[string]rdma.Device
 	closed bool
 }
 
 // New returns an empty set.
-func New(cfg Config) *Set { return &Set{cfg: cfg, devs: map[string]rdma.Device{}} }
+func NewDevices(cfg DevicesConfig) *Devices {
+	return &Devices{cfg: cfg, devs: map[string]rdma.Device{}}
+}
 
 // Providers are the providers this build can open, in preference order.
 func Providers() []string { return []string{rdma.ProviderShm, rdma.ProviderTCP} }
 
 // Get returns the device of provider, opening it on first use.
-func (s *Set) Get(provider string) (rdma.Device, error) {
+func (s *Devices) Get(provider string) (rdma.Device, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -67,14 +66,14 @@ func (s *Set) Get(provider string) (rdma.Device, error) {
 		return nil, fmt.Errorf("%w: %q", ErrUnsupported, provider)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("devices: open %s: %w", provider, err)
+		return nil, fmt.Errorf("link: open %s: %w", provider, err)
 	}
 	s.devs[provider] = d
 	return d, nil
 }
 
 // Close closes every device opened. Idempotent.
-func (s *Set) Close() error {
+func (s *Devices) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

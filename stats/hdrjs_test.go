@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tickbus/tickbus/internal/stats/hdrjs"
+	"github.com/tickbus/tickbus/stats/hdrjs"
 )
 
 // What a subscriber sends decodes, with a reader tickbus did not write

@@ -3,7 +3,7 @@ package stats_test
 import (
 	"fmt"
 
-	"github.com/tickbus/tickbus/internal/stats"
+	"github.com/tickbus/tickbus/stats"
 )
 
 // A subscriber records each tick's latency on its poll goroutine and, once

@@ -1,4 +1,4 @@
-package devices
+package link
 
 import (
 	"testing"
@@ -9,8 +9,8 @@ import (
 	"github.com/tickbus/tickbus/rdma"
 )
 
-func TestSet_Get_OpensEachProviderOnceAndCloseReleasesThem(t *testing.T) {
-	s := New(Config{HostID: "h"})
+func TestDevices_Get_OpensEachProviderOnceAndCloseReleasesThem(t *testing.T) {
+	s := NewDevices(DevicesConfig{HostID: "h"})
 	shm1, err := s.Get(rdma.ProviderShm)
 	require.NoError(t, err)
 	shm2, err := s.Get(rdma.ProviderShm)

@@ -1,0 +1,150 @@
+package tickbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/link"
+)
+
+// Client is one process's presence on a tickbus: a NATS connection (an
+// embedded server by default) for the control plane, and the devices its
+// publishers and subscriptions reach their peers through. Safe for
+// concurrent use; Close releases everything it made.
+type Client struct {
+	node *bus.Node
+	devs *link.Devices
+	opts options
+	log  zerolog.Logger
+
+	mu     sync.Mutex
+	closed bool
+	pubs   map[*Publisher]struct{}
+	subs   map[*Subscription]struct{}
+	done   chan struct{}
+	ending chan struct{} // closed when Close begins: Run returns
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Connect joins the bus: it connects to NATS (WithNATS; by default it
+// runs an embedded server on a random loopback port) and is ready to
+// publish and subscribe. ctx bounds the connection.
+func Connect(ctx context.Context, opts ...Option) (*Client, error) {
+	o := options{connectTimeout: 10 * time.Second, log: zerolog.Nop()}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, optErr("Connect", "nil", "an Option")
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	node, err := bus.Open(ctx, bus.Config{
+		NodeID: o.nodeID, HostID: o.hostID,
+		NATS: bus.NATSConfig{URLs: o.urls, EmbeddedListen: o.embeddedListen, User: o.user, Password: o.password,
+			Token: o.token, NKeySeedFile: o.nkeySeedFile, CredsFile: o.credsFile,
+			CAFile: o.caFile, CertFile: o.certFile, KeyFile: o.keyFile, WaitForServer: o.waitForServer},
+		Providers: link.Providers(),
+		Provider:  o.provider,
+		Logger:    &o.log,
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID(), TCPListen: o.tcpListen, TCPAdvertise: o.tcpAdvertise, Logger: o.log})
+	return &Client{node: node, devs: devs, opts: o, log: o.log,
+		pubs: map[*Publisher]struct{}{}, subs: map[*Subscription]struct{}{},
+		done: make(chan struct{}), ending: make(chan struct{})}, nil
+}
+
+// URL is the NATS URL this client uses: the embedded server's, for other
+// processes to pass to WithNATS, or the first one given.
+func (c *Client) URL() string {
+	if len(c.opts.urls) > 0 {
+		return c.opts.urls[0]
+	}
+	return c.node.ClientURL()
+}
+
+// ID is the client's node id on the bus; HostID its host's.
+func (c *Client) ID() string { return c.node.ID() }
+
+// HostID is the host id: clients with the same one reach each other
+// through shared memory.
+func (c *Client) HostID() string { return c.node.HostID() }
+
+// Done is closed when the client is closed.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// provider is the device rings and homes are allocated on: the forced
+// provider, else shm (peers on other hosts get the memory registered on
+// tcp too).
+func (c *Client) provider() string {
+	if c.opts.provider != "" {
+		return c.opts.provider
+	}
+	return "shm"
+}
+
+func (c *Client) add(p *Publisher, s *Subscription) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if p != nil {
+		c.pubs[p] = struct{}{}
+	}
+	if s != nil {
+		c.subs[s] = struct{}{}
+	}
+	return nil
+}
+
+func (c *Client) remove(p *Publisher, s *Subscription) {
+	c.mu.Lock()
+	delete(c.pubs, p)
+	delete(c.subs, s)
+	c.mu.Unlock()
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// Close closes every subscription (each drains its ring and publishes its
+// last statistics) and publisher of the client, then the devices and the
+// NATS connection (and the embedded server). Idempotent.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		close(c.ending)
+		subs, pubs := c.subs, c.pubs
+		c.subs, c.pubs = map[*Subscription]struct{}{}, map[*Publisher]struct{}{}
+		c.mu.Unlock()
+		var errs []error
+		for s := range subs {
+			errs = append(errs, s.close())
+		}
+		for p := range pubs {
+			errs = append(errs, p.close())
+		}
+		errs = append(errs, c.devs.Close(), c.node.Close())
+		close(c.done)
+		if err := errors.Join(errs...); err != nil {
+			c.closeErr = fmt.Errorf("tickbus: close: %w", err)
+		}
+	})
+	return c.closeErr
+}

@@ -1,0 +1,186 @@
+package tickbus
+
+import (
+	"github.com/tickbus/tickbus/publisher"
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/stats"
+	"github.com/tickbus/tickbus/subscriber"
+	"github.com/tickbus/tickbus/tick"
+)
+
+// Message is one sequenced message as a subscriber receives it: the
+// topic's sequence number, the publish time, the type, the publisher's id
+// and a zero-copy view of the payload, valid only until the handler call
+// that got it returns (copy what you keep).
+type Message = ring.Tick
+
+// Tick is a market-data tick (trade, bid or ask of one instrument at one
+// venue), the payload of a TickType message. Decode one with DecodeTick.
+type Tick = tick.Tick
+
+// TickType is the message type of an encoded Tick.
+const TickType = tick.MessageType
+
+// Event names sequences a subscriber did not receive: Kind, and the range
+// From..To (Count of them). Every sequence is delivered once or named by
+// one event; nothing is lost in silence.
+type Event = ring.Event
+
+// EventKind says why sequences were not delivered.
+type EventKind = ring.EventKind
+
+// The kinds of Event.
+const (
+	// EventGap: claimed by a publisher but never written (it died, or the
+	// write was lost) within the gap timeout.
+	EventGap = ring.EventGap
+	// EventOverrun: overwritten before they were read (a lossy ring that
+	// fell a lap behind).
+	EventOverrun = ring.EventOverrun
+	// EventCorrupt: a slot failed its checks.
+	EventCorrupt = ring.EventCorrupt
+	// EventSkip: declared missing by a publisher.
+	EventSkip = ring.EventSkip
+)
+
+// Counters are a subscription's totals, in sequences.
+type Counters = subscriber.Counters
+
+// PublisherStats are a publisher's counters.
+type PublisherStats = ring.WriterStats
+
+// Stats is one interval's statistics of a subscription: counters, rate
+// and the latency histogram (Stats.LatencyHistogram).
+type Stats = stats.Message
+
+// Kind of a Tick: Trade, Bid or Ask.
+type Kind = tick.Kind
+
+// The kinds of Tick.
+const (
+	Trade = tick.Trade
+	Bid   = tick.Bid
+	Ask   = tick.Ask
+)
+
+// Handler receives a subscription's messages, on its polling goroutine, in
+// sequence order: OnMessages once per batch of consecutive messages (the
+// views die when it returns), OnEvent between batches for every range of
+// sequences not delivered. Neither may block long: the ring fills.
+type Handler interface {
+	OnMessages(msgs []Message)
+	OnEvent(ev Event)
+}
+
+// HandlerFuncs is a Handler of two functions; a nil one ignores what it
+// would get (events are still counted in Subscription.Counters).
+type HandlerFuncs struct {
+	Messages func(msgs []Message)
+	Events   func(ev Event)
+}
+
+// OnMessages calls h.Messages.
+func (h HandlerFuncs) OnMessages(msgs []Message) {
+	if h.Messages != nil {
+		h.Messages(msgs)
+	}
+}
+
+// OnEvent calls h.Events.
+func (h HandlerFuncs) OnEvent(ev Event) {
+	if h.Events != nil {
+		h.Events(ev)
+	}
+}
+
+// OnTick is a Handler that decodes every TickType message and calls f
+// with it (t is reused: copy what you keep). Messages of other types, and
+// events, are ignored here (and still counted); see HandlerFuncs to get
+// them.
+func OnTick(f func(t *Tick)) Handler { return &tickHandler{f: f} }
+
+type tickHandler struct {
+	f func(*Tick)
+	t Tick
+}
+
+func (h *tickHandler) OnMessages(msgs []Message) {
+	for i := range msgs {
+		if DecodeTick(&msgs[i], &h.t) == nil {
+			h.f(&h.t)
+		}
+	}
+}
+
+func (h *tickHandler) OnEvent(Event) {}
+
+// DecodeTick decodes m's payload into t. It fails with ErrInvalidTick,
+// leaving t unchanged, if m is not a well-formed TickType message. It
+// allocates nothing.
+func DecodeTick(m *Message, t *Tick) error {
+	if m.Type != TickType {
+		return errNotTick
+	}
+	if tick.Decode(m.Payload, t) != nil {
+		return errMalformedTick
+	}
+	return nil
+}
+
+// Pre-built, so DecodeTick does not allocate.
+var (
+	errNotTick       = &wrapped{ErrInvalidTick, "tickbus: invalid tick: the message is not of TickType"}
+	errMalformedTick = &wrapped{ErrInvalidTick, "tickbus: invalid tick: malformed payload"}
+)
+
+type wrapped struct {
+	kind error
+	msg  string
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.kind }
+
+// Feed is a synthetic market-data feed (a random walk of bids, asks and
+// trades over a set of instruments), for trying tickbus out.
+type Feed = publisher.Feed
+
+// FeedConfig configures a Feed.
+type FeedConfig = publisher.FeedConfig
+
+// NewFeed returns a synthetic feed; DefaultFeedConfig is a good start.
+func NewFeed(cfg FeedConfig) (*Feed, error) {
+	f, err := publisher.NewFeed(cfg)
+	return f, wrap(err)
+}
+
+// DefaultFeedConfig is 16 instruments around 100.00.
+func DefaultFeedConfig() FeedConfig { return publisher.DefaultFeedConfig() }
+
+// Pacer schedules sends at a fixed rate from their intended times, never
+// from the last actual send: stamp each message with the intended time
+// Wait returns (PublishStamped, or Tick.PubTime), so that a stalled
+// publisher shows in the subscribers' latency (no coordinated omission).
+type Pacer = publisher.Pacer
+
+// NewPacer starts a schedule of rate sends per second from now (0: as
+// fast as possible).
+func NewPacer(rate float64) (*Pacer, error) {
+	p, err := publisher.NewPacer(rate)
+	return p, wrap(err)
+}
+
+// IdleStrategy is what a poller or a waiting publisher does when there is
+// nothing to do: BusySpin, Yield or Backoff, or your own.
+type IdleStrategy = rdma.IdleStrategy
+
+// BusySpin never gives up the CPU: the lowest latency, a core per poller.
+func BusySpin() IdleStrategy { return rdma.BusySpin{} }
+
+// Yield gives the CPU to the scheduler between polls.
+func Yield() IdleStrategy { return rdma.Yield{} }
+
+// Backoff spins, then yields, then parks up to 1ms: a subscription's
+// default.
+func Backoff() IdleStrategy { return rdma.NewBackoff() }

@@ -1,0 +1,81 @@
+package link
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
+)
+
+func TestAlsoOn_Get_RegistersOncePerProviderAndCloseReleases(t *testing.T) {
+	devs := NewDevices(DevicesConfig{HostID: "h"})
+	defer devs.Close()
+	shm, err := devs.Get(rdma.ProviderShm)
+	require.NoError(t, err)
+	r, err := ring.NewRing(shm, ring.RingConfig{Slots: 16, SlotSize: 128})
+	require.NoError(t, err)
+	defer r.Close()
+
+	var a AlsoOn
+	calls := 0
+	reg := func(dev rdma.Device) ([]byte, rdma.MemoryRegion, error) {
+		calls++
+		return Marshalled(r.RegisterOn)(dev)
+	}
+	got, created, err := a.Get(devs, rdma.ProviderTCP, reg)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, rdma.ProviderTCP, got.Device.Provider())
+	var d ring.RingDesc
+	require.NoError(t, d.UnmarshalBinary(got.Desc))
+	assert.Equal(t, got.MR.Remote().RKey, d.Region.RKey, "the descriptor names the region on the second device")
+	again, created, err := a.Get(devs, rdma.ProviderTCP, reg)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, got.Desc, again.Desc)
+	assert.Equal(t, 1, calls, "registered once")
+
+	_, _, err = a.Get(devs, "carrier-pigeon", reg)
+	assert.ErrorIs(t, err, ErrUnsupported)
+	boom := errors.New("boom")
+	_, _, err = a.Get(devs, rdma.ProviderShm, func(rdma.Device) ([]byte, rdma.MemoryRegion, error) { return nil, nil, boom })
+	assert.ErrorIs(t, err, boom)
+	_, created, err = a.Get(devs, rdma.ProviderShm, reg)
+	require.NoError(t, err)
+	assert.True(t, created, "a failed registration is not kept")
+
+	require.NoError(t, a.Close())
+	require.NoError(t, a.Close(), "idempotent")
+	_, _, err = a.Get(devs, rdma.ProviderTCP, reg)
+	assert.ErrorIs(t, err, ErrClosed)
+}
+
+func TestOpen_MakesASizedPairAndRefusesABadProfile(t *testing.T) {
+	devs := NewDevices(DevicesConfig{HostID: "h"})
+	defer devs.Close()
+	dev, err := devs.Get(rdma.ProviderShm)
+	require.NoError(t, err)
+	for _, p := range []Profile{Writer, Responder, Query} {
+		c, err := Open(dev, p)
+		require.NoError(t, err)
+		assert.NotNil(t, c.QP)
+		require.NoError(t, c.Close())
+	}
+	_, err = Open(dev, Profile{SendDepth: 0, RecvDepth: 1, CQDepth: 1})
+	assert.ErrorIs(t, err, ErrInvalidProfile)
+	assert.NoError(t, Conn{}.Close(), "the zero Conn closes nothing")
+}
+
+func TestBackoff_DoublesUpToMaxAndBoundsAttempts(t *testing.T) {
+	assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond},
+		[]time.Duration{Connect.Delay(1), Connect.Delay(2), Connect.Delay(3), Connect.Delay(4), Connect.Delay(5)})
+	assert.True(t, Connect.More(5))
+	assert.False(t, Connect.More(6))
+	assert.Equal(t, 2*time.Second, Reconnect.Delay(50))
+	assert.True(t, Reconnect.More(1000), "until the caller stops")
+}
