@@ -271,8 +271,8 @@ func (w writerFunc) Write(b []byte) (int, error) { return w(b) }
 // startSub starts a subscriber in host (lossy or reliable).
 func (h *harness) startSub(host int, mode string) *proc {
 	p := h.spawn(host, fmt.Sprintf("s%d-%s", host, mode), roleSub, "-mode", mode, "-cap", "4000000")
-	p.expect(h.t, "READY", 60*time.Second)
 	h.subs = append(h.subs, p)
+	p.expect(h.t, "READY", 60*time.Second)
 	return p
 }
 
@@ -287,9 +287,9 @@ func (h *harness) startPub(slot int) *proc {
 	p := h.spawn(slot, fmt.Sprintf("p%d-%d", slot, h.nextID), rolePub, "-pubid", strconv.Itoa(int(h.nextID)), "-claim", claim,
 		"-batch", strconv.Itoa(h.batch[slot]), "-rate", strconv.FormatFloat(h.rate, 'f', -1, 64), "-subs", strconv.Itoa(len(h.subs)))
 	p.pubID = h.nextID
+	h.all = append(h.all, p) // its log is shown if it fails to start
 	p.expect(h.t, "READY", 60*time.Second)
 	h.pubs[slot] = p
-	h.all = append(h.all, p)
 	return p
 }
 
