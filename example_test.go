@@ -179,7 +179,9 @@ func ExampleEvent() {
 		return
 	}
 	defer sub.Close()
-	pub, err := c.Publisher("fast")
+	// a journal no deeper than the ring: what the ring lost, the journal
+	// (on by default, 4096 deep) would otherwise give back
+	pub, err := c.Publisher("fast", tickbus.WithJournal(8))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -58,6 +58,9 @@ func (n *Node) resolveHome(ctx context.Context, p *Publication) (HomeInfo, error
 		if err := ctx.Err(); err != nil {
 			return HomeInfo{}, fmt.Errorf("%w: topic %q: %w (last: %v)", ErrNoHome, topic, err, lastErr)
 		}
+		if attempt > 0 && attempt%100 == 0 { // every few seconds while stuck
+			n.log.Warn().Str("topic", topic).Err(lastErr).Int("attempts", attempt).Msg("bus: still looking for the topic's home")
+		}
 		n.mu.Lock()
 		if err := n.checkOpen(); err != nil {
 			n.mu.Unlock()

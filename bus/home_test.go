@@ -184,3 +184,41 @@ func TestHome_FindHome_LocalRemoteAndNone(t *testing.T) {
 	_, err = a.FindHome(ctx, "a.b")
 	require.ErrorIs(t, err, bus.ErrInvalidConfig)
 }
+
+func TestHome_ServerWithoutJetStream_PublishFailsNamingIt(t *testing.T) {
+	_, url := startNatsd(t, freePort(t), "-nojs")
+	n := openNode(t, testConfig("a", url))
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	_, err := n.Publish(ctx, pubSpec("t", &recorder{}))
+	require.ErrorIs(t, err, bus.ErrNoJetStream)
+	assert.Contains(t, err.Error(), url, "the error names the server")
+	assert.Contains(t, err.Error(), "-js", "and says what to do")
+	assert.Empty(t, n.Stats().Homes)
+}
+
+func TestHome_RestartedOnlyPublisher_StartsAboveTheReservation(t *testing.T) {
+	a := openNode(t, testConfig("a", ""))
+	b := openNode(t, testConfig("b", a.ClientURL()))
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	var starts []uint64
+	spec := func() bus.PublishSpec {
+		s := pubSpec("t", &recorder{})
+		s.NewHome = func(_ context.Context, _ string, start uint64) ([]byte, error) {
+			starts = append(starts, start)
+			return []byte("h"), nil
+		}
+		return s
+	}
+	p1, err := b.Publish(ctx, spec())
+	require.NoError(t, err)
+	e1 := p1.Home()
+	require.NoError(t, p1.Close())
+	p2, err := b.Publish(ctx, spec())
+	require.NoError(t, err)
+	e2 := p2.Home()
+	require.Equal(t, []uint64{1, e1.Reserved}, starts, "the second home starts at the first one's reservation")
+	assert.Greater(t, e2.Epoch, e1.Epoch)
+	assert.Equal(t, e1.Reserved, e2.Start)
+}

@@ -90,6 +90,29 @@ func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err err
 	return leases, seqs, nil
 }
 
+// ensureKV sets up the buckets and watchers in the background, retrying
+// until it works or the node closes (subscriptions, which must not wait).
+func (n *Node) ensureKV() {
+	for attempt := 0; n.ctx.Err() == nil; attempt++ {
+		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		_, _, err := n.kv(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if attempt == 0 || errors.Is(err, ErrNoJetStream) {
+			n.log.Warn().Err(err).Msg("bus: no home records yet (JetStream); subscribers cannot name a failover's range until it answers")
+		}
+		if errors.Is(err, ErrNoJetStream) {
+			return
+		}
+		select {
+		case <-n.ctx.Done():
+		case <-time.After(time.Duration(min(attempt+1, 10)) * 200 * time.Millisecond):
+		}
+	}
+}
+
 // casConflict: a Create found the key, or an Update's revision was not the
 // key's last.
 func casConflict(err error) bool {

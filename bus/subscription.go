@@ -52,7 +52,7 @@ type Subscription struct {
 
 // Subscribe announces a subscriber of spec.Topic, serves publishers'
 // connects to it through spec.Accept and reports publishers now and later.
-func (n *Node) Subscribe(ctx context.Context, spec SubscribeSpec) (*Subscription, error) {
+func (n *Node) Subscribe(_ context.Context, spec SubscribeSpec) (*Subscription, error) {
 	if spec.ID == "" {
 		spec.ID = n.self.ID
 	}
@@ -77,10 +77,10 @@ func (n *Node) Subscribe(ctx context.Context, spec SubscribeSpec) (*Subscription
 	s := &Subscription{n: n, spec: spec, pubs: map[string]PublisherInfo{}}
 	if spec.OnHome != nil {
 		// Home records (epochs) need JetStream; without it the ring still
-		// works, but cannot name the sequences a failover skipped.
-		if _, _, err := n.kv(ctx); err != nil {
-			n.log.Warn().Err(err).Str("topic", spec.Topic).Msg("bus: no home records for this subscription")
-		}
+		// works, but cannot name the sequences a failover skipped. Never
+		// block a subscription on it (a cluster's JetStream may still be
+		// electing its leader): the watchers start when it answers.
+		go n.ensureKV()
 	}
 	n.mu.Lock()
 	if err := n.checkOpen(); err != nil {

@@ -164,8 +164,15 @@ func (p *Publisher) switchHome(ctx context.Context, hi bus.HomeInfo, timeout tim
 			continue // its reconnect adds it to whichever writer is current
 		}
 		_ = oldW.RemoveTarget(t.id)
-		if _, err := w.AddTarget(t.rt); err != nil {
+		cd, err := w.AddTarget(t.rt)
+		if err != nil {
 			p.log.Warn().Err(err).Str("subscriber", key).Msg("publisher: subscriber not moved to the new home's writer")
+			continue
+		}
+		if t.credit != nil {
+			// a new cell: until the subscriber connects to it again, the
+			// writer reads the ring's head instead (one READ per full look)
+			t.credit, _ = cd.MarshalBinary()
 		}
 	}
 	p.w, p.homeQP, p.cq, p.epoch = w, qp, cq, hi.Epoch

@@ -152,7 +152,7 @@ type Publisher struct {
 	pending  []bus.SubscriberInfo // reported before the writer existed
 	targets  map[string]*target   // subscriber key → target
 	nextID   uint64
-	homeAcc  []conn       // QPs other publishers connected to our home
+	homeAcc  []conn       // QPs other publishers connected to our home, and subscribers to their credit cells
 	homeAlso *link.AlsoOn // the home registered on other providers' devices too (a new one per home)
 	dropped  map[uint64]bool
 
@@ -165,6 +165,9 @@ type target struct {
 	info bus.SubscriberInfo
 	conn conn
 	rt   ring.Target // as added to the writer: moved to the next one at a failover
+	// credit is the CreditDesc of the ring's credit cell at the writer
+	// (reliable rings), for the subscriber's connect (acceptCredit).
+	credit []byte
 }
 
 type conn struct {
@@ -211,6 +214,7 @@ func New(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config) (*
 		NewHome:            p.newHome,
 		HomeCounter:        p.homeCounter,
 		AcceptHome:         p.acceptHome,
+		Accept:             p.acceptCredit,
 		OnHome:             p.onHome,
 		ValidateSubscriber: validateSubscriber,
 		OnSubscriber:       p.onSubscriber,
@@ -348,7 +352,7 @@ func (p *Publisher) dialHome(ctx context.Context, hi bus.HomeInfo, timeout time.
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("publisher: %w", err)
 	}
-	qp, cq = hc.QP, hc.CQ
+	cq, qp = hc.CQ, hc.QP
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if hi.Local {
@@ -502,7 +506,8 @@ func (p *Publisher) addTarget(id uint64, s bus.SubscriberInfo) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
 	defer cancel()
-	rep, err := p.node.Connect(ctx, s.Node.ID, bus.ConnectRequest{Topic: p.cfg.Topic, Kind: bus.TargetSubscriber, ID: s.ID, Endpoint: c.qp.LocalEndpoint()})
+	rep, err := p.node.Connect(ctx, s.Node.ID, bus.ConnectRequest{Topic: p.cfg.Topic, Kind: bus.TargetSubscriber, ID: s.ID, Endpoint: c.qp.LocalEndpoint(),
+		Data: []byte(p.cfg.ID)}) // our id: a reliable subscriber connects back to its credit cell
 	if err != nil {
 		_ = c.close()
 		return err
@@ -524,13 +529,18 @@ func (p *Publisher) addTarget(id uint64, s bus.SubscriberInfo) error {
 		_ = c.close()
 		return ErrClosed
 	}
-	if _, err := p.w.AddTarget(rt); err != nil {
+	cd, err := p.w.AddTarget(rt)
+	if err != nil {
 		p.mu.Unlock()
 		_ = c.close()
 		return err
 	}
+	nt := &target{id: id, info: s, conn: c, rt: rt}
+	if rd.Mode == ring.Reliable {
+		nt.credit, _ = cd.MarshalBinary()
+	}
 	old := p.targets[s.Key()]
-	p.targets[s.Key()] = &target{id: id, info: s, conn: c, rt: rt}
+	p.targets[s.Key()] = nt
 	if old != nil { // a reconnect and a fresh announcement raced: keep the newer QP
 		_ = p.w.RemoveTarget(old.id)
 	}

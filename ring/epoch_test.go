@@ -144,3 +144,59 @@ func TestWriter_SetLimit_ClaimsReachingItAreFenced(t *testing.T) {
 	_, err = faa.Publish(0, payloadFor(5, 8), 0)
 	require.ErrorIs(t, err, ErrFenced, "a FAA claim past the limit is not written")
 }
+
+func TestReader_NewEpochTicksAlreadyInNextSlot_OneEpochEventAtOnce(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64, GapTimeout: time.Hour}) // no timeout can help: the slots tell
+	rd := r.Reader()
+	for i := 1; i <= 10; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, rd, &c, func() bool { return len(c.ticks) == 10 })
+	// the new epoch starts one ring-multiple above: its ticks land exactly
+	// in the slots the reader waits on, faster than any gap timeout
+	const start = 64*1000 + 1
+	home2, err := NewHome(tp.dev, HomeConfig{Start: start})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = home2.Close() })
+	cq := newCQ(t, tp.dev, 4096)
+	hq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
+	w2, err := NewWriter(WriterConfig{Device: tp.dev, CQ: cq, HomeQP: hq, Home: home2.Desc(), Timeout: 2 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w2.Close() })
+	tp.connect(w2, 99, r)
+	rd.SetEpoch(start, start+1<<20)
+	for i := 0; i < 20; i++ {
+		_, err := w2.Publish(0, payloadFor(uint64(start+i), 8), 0)
+		require.NoError(t, err)
+	}
+	pollUntil(t, rd, &c, func() bool { return len(c.ticks) == 30 })
+	assert.Equal(t, []Event{{Kind: EventEpoch, From: 11, To: start - 1}}, c.events)
+}
+
+func TestReader_InterleavedHolesOfALateJoin_OneGapTimeoutNotOnePerHole(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	other := tp.addWriter(WriterConfig{PublisherID: 77}) // claims, but never writes into this ring
+	const timeout = 200 * time.Millisecond
+	r := tp.addRing(RingConfig{Slots: 1024, GapTimeout: timeout}, tp.w)
+	// the two publishers interleave; only tp.w writes here: 50 holes
+	for i := 0; i < 50; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(2*i+1), 8), 0)
+		require.NoError(t, err)
+		other.cached = tp.w.cached
+		_, err = other.claim(1)
+		require.NoError(t, err)
+		tp.w.cached = other.cached
+	}
+	_, err := tp.w.Publish(0, payloadFor(101, 8), 0)
+	require.NoError(t, err)
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 51 })
+	require.Len(t, c.events, 50)
+	for i, ev := range c.events {
+		assert.Equal(t, Event{Kind: EventGap, From: uint64(2*i + 2), To: uint64(2*i + 2)}, ev)
+	}
+	assert.Equal(t, uint64(1), r.Reader().gapFires, "one gap timeout for all the holes, not one per hole")
+}

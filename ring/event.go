@@ -33,10 +33,11 @@ const (
 	// (PublishAt past the counter).
 	EventSkip
 	// EventEpoch: the topic's home failed over. The sequences belong to the
-	// ended epoch's reservation and were never written here: most were
-	// never handed out, the rest were claimed by a writer that died or was
-	// fenced with the old home. The new epoch starts at To+1. One event
-	// covers the whole range, however large.
+	// ended epoch's reservation and were not delivered here: most were
+	// never handed out; the rest were claimed by a writer that died or was
+	// fenced with the old home, or were overwritten by the new epoch's
+	// ticks before this reader got to them. The new epoch starts at To+1.
+	// One event covers the whole range, however large.
 	EventEpoch
 	// EventJoin: the sequences were published while a publisher was
 	// joining this ring (before it had added the ring to its targets), so

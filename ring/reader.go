@@ -75,6 +75,16 @@ type Reader struct {
 	epochStart atomic.Uint64
 	bound      atomic.Uint64
 	gapEpoch   bool // the pending gap check ends at an epoch start
+	// gapSeen is the last sequence present when the pending gap check
+	// began; gapHorizon the largest gapSeen of a gap that fired. A hole
+	// below the horizon was claimed before a sequence that was written a
+	// gap timeout ago, so it is reported at once, without a timeout of its
+	// own: a reader joining interleaved publishers (one hole per sequence
+	// another publisher claimed before it added the ring) never stalls
+	// them one gap timeout per hole.
+	gapSeen    uint64
+	gapHorizon uint64
+	gapFires   uint64 // gap timeouts that fired (polling goroutine; tests)
 }
 
 // readerStats: the polling goroutine Adds (uncontended, once per batch or
@@ -282,11 +292,12 @@ func (r *Reader) poll(h Handler, limit int) int {
 		if stamp > seq && stamp != StampBusy && (stamp-seq)&r.mask == 0 && r.trusted(off, stamp) {
 			work, n = work+n, r.flush(h, n)
 			if es := r.epochStart.Load(); es > seq && stamp >= es { // pairs with the CAS in SetEpoch
-				// A tick of a newer epoch overwrote seq's slot: seq itself
-				// is overrun; the rest of the old range is read (or found
-				// never written) slot by slot.
-				r.emit(h, Event{Kind: EventOverrun, From: seq, To: seq})
-				r.next = seq + 1
+				// A tick of a newer epoch sits in next's slot: the rest of
+				// the ended epoch's range is passed as one EventEpoch (what
+				// of it was written here has been overwritten, or comes
+				// too late to be delivered in order).
+				r.emit(h, Event{Kind: EventEpoch, From: seq, To: es - 1})
+				r.next = es
 				work++
 				continue
 			}
@@ -494,6 +505,16 @@ func (r *Reader) idleCheck(h Handler) int {
 	}
 	now := monoNs()
 	if r.gapSince == 0 || r.gapFrom != r.next {
+		if r.next < r.gapHorizon && (r.epochStart.Load() <= r.next) {
+			if end := r.firstPresentBelow(r.next+1, r.gapHorizon+1); end != 0 {
+				r.gapSince = 0
+				calls := r.lost(h, EventGap, r.next, end-1, r.gapHorizon)
+				r.flushEvent(h)
+				r.next = end
+				r.progress()
+				return calls
+			}
+		}
 		// Scan at most 8 times per gap timeout: an idle reader must stay
 		// quick to see the next tick, not busy reading stamps.
 		if now-r.lastScan < r.gapTimeout/8 {
@@ -501,6 +522,10 @@ func (r *Reader) idleCheck(h Handler) int {
 		}
 		r.lastScan = now
 		limit := r.firstPresent(r.next + 1)
+		r.gapSeen = 0
+		if limit != 0 {
+			r.gapSeen = r.lastPresent(limit)
+		}
 		r.gapEpoch = false
 		if es := r.epochStart.Load(); es > r.next && (limit == 0 || limit >= es) {
 			// Nothing of the ended epoch's range after next: once that
@@ -526,6 +551,7 @@ func (r *Reader) idleCheck(h Handler) int {
 		return 0
 	}
 	r.gapSince = 0
+	r.gapFires++
 	end := r.gapLimit
 	for s := r.next; s < end && s-r.next <= r.mask; s++ {
 		if r.present(s) {
@@ -546,8 +572,32 @@ func (r *Reader) idleCheck(h Handler) int {
 	calls := r.lost(h, EventGap, from, end-1, r.gapLimit)
 	r.flushEvent(h)
 	r.next = end
+	r.gapHorizon = max(r.gapHorizon, r.gapSeen)
 	r.progress()
 	return calls
+}
+
+// firstPresentBelow is the first sequence in from..limit-1 (within one
+// ring) whose slot is written, or 0.
+func (r *Reader) firstPresentBelow(from, limit uint64) uint64 {
+	for s := from; s < limit && s-from <= r.mask; s++ {
+		if r.present(s) {
+			return s
+		}
+	}
+	return 0
+}
+
+// lastPresent is the last sequence from from on, within one ring, whose
+// slot is written (from itself if no later one is).
+func (r *Reader) lastPresent(from uint64) uint64 {
+	last := from
+	for i := uint64(1); i <= r.mask; i++ {
+		if r.present(from + i) {
+			last = from + i
+		}
+	}
+	return last
 }
 
 // gapScan bounds how far past next the reader looks for later sequences:

@@ -264,6 +264,37 @@ func TestPubSub_Reliable_SlowSubscriberLosesNothing(t *testing.T) {
 	assert.Zero(t, pub.Stats().BackPressure)
 }
 
+func TestPubSub_Reliable_AttachesCreditCellAndJournal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	node, err := bus.Open(ctx, bus.Config{NodeID: "relc"})
+	require.NoError(t, err)
+	defer node.Close()
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
+	defer devs.Close()
+	var c collect
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "relc", Mode: ring.Reliable, Slots: 64, StatsInterval: -1}, &c)
+	require.NoError(t, err)
+	defer sub.Close()
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "relc", Idle: rdma.Yield{}, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	require.Eventually(t, func() bool { return sub.Counters().Credits == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the reliable reader writes its position into the publisher's credit cell")
+	require.Eventually(t, func() bool { return sub.Counters().JournalEpoch == pub.Epoch() }, 10*time.Second, 5*time.Millisecond,
+		"the home's journal is attached by default")
+	for i := 0; i < 1000; i++ { // 15 laps of the ring: only credits let it through
+		_, err := pub.Publish(tick.MessageType, []byte("reliable"), time.Now().UnixNano())
+		require.NoError(t, err)
+		sub.Poll()
+	}
+	for c.count() < 1000 {
+		sub.Poll()
+	}
+	assert.Empty(t, c.events)
+}
+
 // A subscriber created while the topic runs starts at the home's counter:
 // it receives from then on and loses nothing.
 func TestPubSub_LateSubscriber_StartsAtTheHomesCounter(t *testing.T) {

@@ -50,6 +50,11 @@ type Counters struct {
 	// Epoch counts sequences reported as ring.EventEpoch: reserved by a
 	// home that failed over and never written (mostly never handed out).
 	Epoch uint64
+	// Credits is how many publishers' credit cells the reader writes its
+	// position into (reliable mode); JournalEpoch the epoch of the home
+	// whose journal is attached (0: none).
+	Credits      int
+	JournalEpoch uint64
 	// Rate is ticks per second over the last stats interval (0 with the
 	// stats loop off).
 	Rate float64
@@ -85,6 +90,8 @@ type Subscriber struct {
 	done      chan struct{} // closed by Close: unstick goroutines return
 	wg        sync.WaitGroup
 	rate      atomic.Uint64 // float64 bits: ticks/s over the last stats interval
+	credits   atomic.Int32  // credit cells attached
+	journalAt atomic.Uint64 // epoch of the attached journal
 
 	stop    atomic.Bool // Run returns when set
 	running sync.Mutex  // held by Run; Close waits on it
@@ -326,6 +333,10 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 	s.used[prov] = true
 	s.mu.Unlock()
 	s.h.extend(s.cfg.JoinGrace)
+	if s.cfg.Mode == ring.Reliable && prov == s.dev.Provider() && len(req.Data) > 0 {
+		s.wg.Add(1)
+		go s.attachCredit(req.From, string(req.Data)) // Data: the publisher's id
+	}
 	s.log.Info().Str("publisher", key).Str("provider", prov).Str("publisher_host", req.From.HostID).Msg("subscriber: publisher connected")
 	return bus.ConnectReply{Endpoint: qp.LocalEndpoint(), Region: desc}, nil
 }
@@ -351,6 +362,60 @@ func (s *Subscriber) onHome(hi bus.HomeInfo) {
 		s.wg.Add(1)
 		go s.attachJournal(hi)
 	}
+}
+
+// attachCredit connects a queue pair to the credit cell the publisher
+// keeps for this ring and gives it to the reader, which then WRITEs its
+// position there; until then (or if this fails) the publisher READs the
+// ring's head when the ring looks full.
+func (s *Subscriber) attachCredit(from bus.PeerInfo, pubID string) {
+	defer s.wg.Done()
+	qp, err := s.dev.CreateQP(rdma.QPConfig{SendCQ: s.cq, RecvCQ: s.cq, SendDepth: 64, RecvDepth: 16})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var rep bus.ConnectReply
+	for attempt := 0; ; attempt++ { // the publisher adds the ring (and its cell) after our accept returns
+		select {
+		case <-s.done:
+			_ = qp.Close()
+			return
+		case <-ctx.Done():
+			_ = qp.Close()
+			s.log.Info().Err(err).Str("publisher", from.ID+"/"+pubID).Msg("subscriber: credit cell not attached; the publisher reads the ring's head instead")
+			return
+		case <-time.After(time.Duration(min(attempt, 5)) * 50 * time.Millisecond):
+		}
+		rep, err = s.node.Connect(ctx, from.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetPublisher, ID: pubID,
+			Endpoint: qp.LocalEndpoint(), Data: []byte(s.cfg.ID)})
+		if err == nil {
+			break
+		}
+	}
+	var cd ring.CreditDesc
+	if err = qp.Connect(ctx, rep.Endpoint); err == nil {
+		if err = cd.UnmarshalBinary(rep.Region); err == nil {
+			err = s.reader.AddCredit(qp, cd)
+		}
+	}
+	if err != nil {
+		_ = qp.Close()
+		s.log.Info().Err(err).Str("publisher", from.ID+"/"+pubID).Msg("subscriber: credit cell not attached")
+		return
+	}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.journalQPs = append(s.journalQPs, qp)
+	}
+	s.mu.Unlock()
+	if closed {
+		_ = qp.Close()
+	}
+	s.credits.Add(1)
+	s.log.Info().Str("publisher", from.ID+"/"+pubID).Msg("subscriber: credit cell attached")
 }
 
 // attachJournal connects a queue pair to the home's journal and gives it
@@ -386,7 +451,20 @@ func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
 		}
 	}()
 	err = func() error {
-		rep, err := s.node.Connect(ctx, hi.Node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
+		var rep bus.ConnectReply
+		var err error
+		for attempt := 0; attempt < 10; attempt++ { // the record can come before the home answers
+			if attempt > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			if rep, err = s.node.Connect(ctx, hi.Node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()}); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -414,6 +492,7 @@ func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
 		_ = qp.Close()
 		return
 	}
+	s.journalAt.Store(hi.Epoch)
 	s.log.Info().Str("home", hi.Node.ID).Uint64("epoch", hi.Epoch).Uint32("slots", hd.JournalSlots).Msg("subscriber: journal attached")
 }
 
@@ -613,7 +692,7 @@ func (s *Subscriber) Counters() Counters {
 	lg, lo, je := s.h.lateGap.Load(), s.h.lateOverrun.Load(), s.h.joinEpoch.Load()
 	st := s.reader.Stats()
 	return Counters{Received: st.Delivered, Gaps: st.Gap - jg - lg, Overruns: st.Overrun - jo - lo, Skips: st.Skip,
-		Join: lg + lo, Epoch: st.Epoch - je,
+		Join: lg + lo, Epoch: st.Epoch - je, Credits: int(s.credits.Load()), JournalEpoch: s.journalAt.Load(),
 		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
 		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo + je + s.h.joinSkipped.Load(), StartedAt: s.h.startedAt.Load(),
 		Rate: math.Float64frombits(s.rate.Load())}

@@ -145,7 +145,15 @@ func TestFaults_NATSDownAndBack_DataFlowsAndDiscoveryResumes(t *testing.T) {
 	assert.Zero(t, num(sum2, "lost"))
 	assert.Equal(t, num(sum1, "last"), num(sum2, "last"), "s2 was served to the end")
 	if t.Failed() {
-		t.Logf("s2 out:\n%s\ns2 err:\n%s", s2.out(), lastLines(s2.errOut(), 60))
+		for _, p := range []*proc{s1, s2} {
+			var evs []string
+			for _, l := range strings.Split(p.out(), "\n") {
+				if !strings.Contains(l, `"event":"stats"`) {
+					evs = append(evs, l)
+				}
+			}
+			t.Logf("%s out (no stats):\n%s\n%s err:\n%s", p.name, strings.Join(evs, "\n"), p.name, lastLines(p.errOut(), 40))
+		}
 	}
 }
 

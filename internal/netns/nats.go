@@ -97,6 +97,15 @@ func natsServerMain(args []string) int {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// JetStream's meta group must have a leader before tickbus can elect
+	// homes: wait for it, so that a host reported ready is ready for that.
+	for len(peers) > 0 && !s.JetStreamIsCurrent() {
+		if time.Now().After(deadline) {
+			fmt.Printf("ERR JetStream meta group not current after 30s (enabled %v, clustered %v)\n", s.JetStreamEnabled(), s.JetStreamIsClustered())
+			return 1
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	fmt.Printf("READY %s\n", s.ClientURL())
 	io.Copy(io.Discard, os.Stdin) // until the parent closes stdin or dies
 	return 0
