@@ -415,20 +415,36 @@ func addSat(a, b uint64) uint64 {
 // FailoverAfter finds the failover that followed a home's death at ns
 // (when no tick can be claimed through it any more): the first hole in
 // s's delivered sequences after its last tick delivered by then, within
-// 30s. A new home's counter starts above the old one's reservation, so its
+// 30s, that an epoch event names (Event), or without one the first hole.
+// A new home's counter starts above the old one's reservation, so its
 // first tick follows a hole; ticks claimed through the old home and
-// delivered later are before it. Event is zero: this reads ticks only.
+// delivered later are before it.
 func FailoverAfter(s Subscriber, ns int64) (Failover, bool) {
 	j := sort.Search(len(s.Ticks), func(i int) bool { return s.Ticks[i].Ns > ns }) - 1
 	if j < 0 {
 		return Failover{}, false
 	}
+	// The first hole that holds an epoch event's range, if the subscriber
+	// was told of one; else the first hole.
+	var first *Failover
 	for k := j + 1; k < len(s.Ticks) && s.Ticks[k].Ns-ns < int64(30*time.Second); k++ {
-		if s.Ticks[k].Seq > s.Ticks[k-1].Seq+1 {
-			f := Failover{LastOld: s.Ticks[k-1], FirstNew: s.Ticks[k]}
-			f.Took = time.Duration(f.FirstNew.Ns - f.LastOld.Ns)
-			return f, true
+		if s.Ticks[k].Seq <= s.Ticks[k-1].Seq+1 {
+			continue
+		}
+		f := Failover{LastOld: s.Ticks[k-1], FirstNew: s.Ticks[k]}
+		f.Took = time.Duration(f.FirstNew.Ns - f.LastOld.Ns)
+		for _, e := range s.Events {
+			if e.Kind == uint8(ring.EventEpoch) && e.From > f.LastOld.Seq && e.To < f.FirstNew.Seq {
+				f.Event = e
+				return f, true
+			}
+		}
+		if first == nil {
+			first = &f
 		}
 	}
-	return Failover{}, false
+	if first == nil {
+		return Failover{}, false
+	}
+	return *first, true
 }

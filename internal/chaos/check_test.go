@@ -173,4 +173,10 @@ func TestFailoverAfter_TheHoleAfterTheDeath(t *testing.T) {
 	assert.False(t, ok, "nothing delivered before")
 	_, ok = FailoverAfter(s, 705)
 	assert.False(t, ok, "no hole after the last one")
+
+	s.Events = []Event{{Kind: uint8(ring.EventGap), From: 2, To: 2}, {Kind: uint8(ring.EventEpoch), From: 6, To: 899}}
+	f, ok = FailoverAfter(s, 15)
+	require.True(t, ok)
+	assert.Equal(t, uint64(900), f.FirstNew.Seq, "the hole the epoch event names, not the gap before it")
+	assert.Equal(t, uint64(899), f.Event.To)
 }
