@@ -138,10 +138,12 @@ func pubMain(args []string) int {
 		return fail(err)
 	}
 	defer rec.Close()
-	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: topic, PublisherID: f.pubID, Claim: claim,
+	nctx, ncancel := context.WithTimeout(ctx, 30*time.Second) // say why, rather than hang
+	pub, err := publisher.New(nctx, node, devs, publisher.Config{Topic: topic, PublisherID: f.pubID, Claim: claim,
 		MaxBatch: max(64, f.batch), Idle: rdma.Yield{}, Logger: logger})
+	ncancel()
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("publisher.New: %w", err))
 	}
 	defer pub.Close()
 	say("READY home=%t", pub.IsHome())
