@@ -55,8 +55,19 @@ func TestNATSCluster_JetStreamKVSurvivesARestartedServer(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, servers[1].Kill())
-	_, err = b0.Put(ctx, "k", []byte("two"))
-	require.NoError(t, err, "two of three servers keep the bucket writable")
+	// Two of three servers keep the bucket writable, once the stream has a
+	// leader again (it may have been the killed server).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = b0.Put(pctx, "k", []byte("two"))
+		pcancel()
+		if err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "two of three servers keep the bucket writable: %v", err)
+		time.Sleep(200 * time.Millisecond)
+	}
 	require.NoError(t, servers[1].Restart(ctx))
 	b1 := kv(servers[1])
 	require.Eventually(t, func() bool {
