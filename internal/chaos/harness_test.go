@@ -399,6 +399,30 @@ func (h *harness) stopHome(d time.Duration) {
 	require.NoError(h.t, p.cmd.Process.Signal(syscall.SIGCONT))
 	h.note("SIGCONT %s", p.name)
 	h.progress("after the home was stopped", 30*time.Second)
+	h.oneHome("after the stopped home woke up", 10*time.Second)
+}
+
+// oneHome waits until exactly one running publisher says it is the home
+// (a woken home must learn it lost the lease; the sequences it could
+// still hand out are checked by the records).
+func (h *harness) oneHome(after string, timeout time.Duration) {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var homes []string
+		for _, p := range h.pubs {
+			if p != nil && p.alive() && p.field("home") == "true" {
+				homes = append(homes, p.name+" (epoch "+p.field("epoch")+")")
+			}
+		}
+		if len(homes) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: %d publishers say they are the topic's home after %v: %v", after, len(homes), timeout, homes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (h *harness) partition(host int, d time.Duration) {
