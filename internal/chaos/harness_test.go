@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/internal/child"
@@ -147,9 +150,35 @@ func newHarness(t testing.TB, ctx context.Context) *harness {
 	for _, s := range servers {
 		require.NoError(t, s.WaitJetStream(ctx))
 	}
+	warmUp(t, ctx, servers[0].URL)
 	h.net, h.servers = n, servers
 	h.start = time.Now()
 	return h
+}
+
+// warmUp creates and deletes a replicated bucket, retrying each attempt
+// after 2s: on a cluster just started the first stream request can go
+// unanswered (netns's JetStream test shows it). This test is about faults
+// of a running topic, not a cold cluster; the bus's own start is tested in
+// bus and cmd/tickbus.
+func warmUp(t testing.TB, ctx context.Context, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = js.CreateKeyValue(actx, jetstream.KeyValueConfig{Bucket: "chaos_warmup", Replicas: 3, Storage: jetstream.MemoryStorage})
+		cancel()
+		if err == nil || errors.Is(err, jetstream.ErrBucketExists) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "JetStream cluster: a replicated bucket: %v", err)
+	}
+	require.NoError(t, js.DeleteKeyValue(ctx, "chaos_warmup"))
 }
 
 // newLocalHarness runs every role in this namespace against one
