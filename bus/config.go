@@ -61,7 +61,7 @@ type Config struct {
 	RequestTimeout time.Duration
 	// LeaseTTL is how long a topic's home holds its lease in JetStream
 	// without renewing (default 1 s; at least 100 ms). The home renews every
-	// LeaseTTL/3 and stops granting claims when it has not renewed for
+	// LeaseTTL/4 and stops granting claims when it has not renewed for
 	// 3/4 of it; a dead home's successor is elected once it expires.
 	LeaseTTL time.Duration
 	// ReserveChunk is how many sequences a home reserves in JetStream at a

@@ -7,7 +7,7 @@
 // # Connection
 //
 // Open with a zero NATSConfig runs an embedded nats-server (loopback, random
-// port, no JetStream, nothing on disk); Node.ClientURL gives its URL so that
+// port, JetStream in a temporary directory removed at Close); Node.ClientURL gives its URL so that
 // other nodes and NATS tools can join it. With URLs the node connects to an
 // external server or cluster with user/password, token, nkey seed file,
 // creds file and TLS as configured (NATSConfig.WaitForServer lets Open wait
@@ -22,7 +22,7 @@
 //	P.d.who             who is there (all, or one topic): everyone re-announces
 //	P.d.sub.<topic>     subscriber announced (id, mode, ring descriptor) or withdrawn
 //	P.d.pub.<topic>     publisher announced (id, data) or withdrawn
-//	P.d.home.<topic>    home claim, home assertion, home withdrawn
+//	P.d.home.<topic>    (claims of older versions, ignored; homes are elected in JetStream)
 //	P.home.<topic>      request: the current home answers with its descriptor
 //	P.qp.<node>         request: connect a queue pair (micro endpoint "connect")
 //	P.info.<node>       request: the node's Stats as JSON (micro endpoint "info")
@@ -54,29 +54,28 @@
 //
 // # Topic homes
 //
-// A topic's home (sequencer counter and journal) lives with one publisher.
-// Publish decides it so:
+// A topic's home (sequencer counter and journal) is a role, decided by
+// JetStream (lease.go): whoever holds the topic's key in the key-value
+// bucket <prefix>_homes is home, and the revision of its Create is the
+// epoch. Publish (and Publication.Rehome after a failover) decides so:
 //
 //  1. a home already on this node is used;
-//  2. Config.Homes may name the home node: that node becomes home at once;
-//     others ask it (P.home.<topic>) until Publish's context ends;
-//  3. otherwise ask P.home.<topic>; the current home answers;
-//  4. with no responder, publish a claim on P.d.home.<topic> and wait
-//     ClaimWindow. A claim from a node with a smaller id, or an assertion
-//     from a current home, makes the claimer yield and ask again. A claimer
-//     answers a claim from a larger id with its own claim again (the larger
-//     one may have started after the first claim went by), and a home
-//     answers every claim with an assertion. Otherwise the claimer wins,
-//     calls PublishSpec.NewHome and starts answering P.home.<topic>.
+//  2. a lease held, whose holder has written its record, names the home;
+//  3. no lease: Create takes it (unless Config.Homes names another node),
+//     then a compare-and-set of the home record in <prefix>_seqs fences
+//     the predecessor and fixes the epoch's first sequence at the last
+//     reservation written; PublishSpec.NewHome makes the counter there.
 //
-// Every node subscribes to P.d before it claims, so of two concurrent
-// claimers the larger id always hears the smaller's claim within its window
-// and yields; two homes could only arise if a message took longer than
-// ClaimWindow to cross NATS (or across a partition), which a home's
-// assertion then reports (logged as rejected). When the home goes
-// (its publication closes, its node leaves or times out) every other
-// publisher of the topic gets OnHomeLost with ErrHomeLost; failover is
-// later work.
+// The home renews its lease every LeaseTTL/4 (Update on the last
+// revision); a renewal that finds the lease taken, or none for 3/4 of the
+// TTL, loses the home before the lease can expire elsewhere. It extends its
+// reservation (ReserveChunk sequences) before its counter reaches it. A
+// closing home deletes its lease, so the others take over at once; a dead
+// one's lease expires. Every node watches both buckets: local publications
+// get OnHomeLost when the lease goes or a newer epoch appears, and OnHome
+// with every record; subscriptions get OnHome. No timing window of ours
+// decides anything: JetStream's Create and compare-and-set do (Raft in a
+// cluster). A server without JetStream is refused (ErrNoJetStream).
 //
 // # Queue-pair exchange
 //

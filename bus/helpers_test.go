@@ -68,6 +68,12 @@ func (l *logBuf) String() string {
 	return l.b.String()
 }
 
+// leaseTTL: long enough that a home's renewals survive the race detector
+// slowing the embedded JetStream on a loaded machine (a lost lease is the
+// correct reaction to slow renewals, and would fail tests that are about
+// something else); tests of lease expiry set their own.
+const leaseTTL = 3 * time.Second
+
 func testConfig(id, url string) bus.Config {
 	c := bus.Config{
 		NodeID:            id,
@@ -75,6 +81,7 @@ func testConfig(id, url string) bus.Config {
 		HeartbeatInterval: hbInterval,
 		HeartbeatTimeout:  hbTimeout,
 		RequestTimeout:    time.Second,
+		LeaseTTL:          leaseTTL,
 	}
 	if url != "" {
 		c.NATS.URLs = []string{url}

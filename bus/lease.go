@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,10 @@ func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err err
 	if n.leases != nil {
 		return n.leases, n.seqs, nil
 	}
+	// Bounded on its own: a JetStream still electing its leader must not
+	// hold kvMu (and every Publish behind it) for the caller's whole ctx.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	js, err := jetstream.New(n.nc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrConnect, err)
@@ -301,7 +306,7 @@ func (n *Node) wakeLocked(topic string) {
 	}
 }
 
-// holdLease renews the lease of a home held here every LeaseTTL/3 and
+// holdLease renews the lease of a home held here every LeaseTTL/4 and
 // extends its reservation when less than half a chunk is left. A renewal
 // that finds the lease taken, or no renewal for 3/4 of the TTL, loses the
 // home before the lease can expire elsewhere; so does a reservation that
@@ -310,7 +315,9 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 	defer n.wg.Done()
 	defer close(s.done)
 	ttl := n.cfg.LeaseTTL
-	renewEvery, fenceAfter := ttl/3, ttl*3/4
+	// Renew four times a lease, each try bounded to one interval, so a
+	// slow reply still leaves two more tries before the fence.
+	renewEvery, fenceAfter := ttl/4, ttl*3/4
 	t := time.NewTicker(min(ttl/20, 25*time.Millisecond))
 	defer t.Stop()
 	val := n.leaseValue()
@@ -338,29 +345,30 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 			ctx, cancel := context.WithTimeout(n.ctx, fenceAfter-now.Sub(s.leaseAt))
 			rev, err := leases.Update(ctx, topic, val, s.leaseRev)
 			cancel()
-			switch {
-			case err == nil:
+			if err == nil {
 				s.leaseRev, s.leaseAt = rev, now
-			case casConflict(err) || errors.Is(err, jetstream.ErrKeyNotFound):
-				n.loseHome(topic, s, fmt.Errorf("%w: lease of %q taken: %v", ErrHomeLost, topic, err))
+			} else if lost := n.checkLease(topic, s, leases, val, now, err); lost != nil {
+				n.loseHome(topic, s, lost)
 				return
-			default:
-				n.log.Warn().Err(err).Str("topic", topic).Msg("bus: lease renewal failed; retrying")
 			}
 		}
 		if f := s.owner.spec.HomeCounter; f != nil {
 			c := f()
-			if c+n.cfg.ReserveChunk/2 >= s.rec.Reserved {
-				rec := s.rec
+			n.mu.Lock()
+			rec, rrev := s.rec, s.rev
+			n.mu.Unlock()
+			if c+n.cfg.ReserveChunk/2 >= rec.Reserved {
 				rec.Reserved = max(c, rec.Reserved) + n.cfg.ReserveChunk
 				b, err := encodeRecord(rec)
 				if err == nil {
 					ctx, cancel := context.WithTimeout(n.ctx, fenceAfter)
 					var rev uint64
-					rev, err = seqs.Update(ctx, topic, b, s.rev)
+					rev, err = seqs.Update(ctx, topic, b, rrev)
 					cancel()
 					if err == nil {
+						n.mu.Lock() // resolveHome and FindHome read rec under n.mu
 						s.rec, s.rev = rec, rev
+						n.mu.Unlock()
 						continue
 					}
 				}
@@ -372,6 +380,29 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 			}
 		}
 	}
+}
+
+// checkLease looks at the lease after a renewal failed: a renewal that
+// timed out may have landed (the lease holds our value at a newer
+// revision: adopt it), a conflict or a missing key means the lease is
+// gone (returned as the reason), anything else is retried.
+func (n *Node) checkLease(topic string, s *homeSlot, leases jetstream.KeyValue, val []byte, sent time.Time, renewErr error) error {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.LeaseTTL/4)
+	defer cancel()
+	e, err := leases.Get(ctx, topic)
+	switch {
+	case err == nil && bytes.Equal(e.Value(), val):
+		if e.Revision() > s.leaseRev {
+			s.leaseRev, s.leaseAt = e.Revision(), sent // stored after we sent it
+		}
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: lease of %q taken by %q", ErrHomeLost, topic, e.Value())
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("%w: lease of %q gone (%v)", ErrHomeLost, topic, renewErr)
+	}
+	n.log.Warn().Err(renewErr).Str("topic", topic).Msg("bus: lease renewal failed; retrying")
+	return nil
 }
 
 // loseHome gives up a home whose lease is gone: its query subscription

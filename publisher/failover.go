@@ -65,6 +65,9 @@ func (p *Publisher) onHome(hi bus.HomeInfo) {
 
 // onHomeLost: the home went (bus event goroutine).
 func (p *Publisher) onHomeLost(h bus.HomeInfo, err error) {
+	if h.Local {
+		p.fenceHome(h.Descriptor) // before the lease can expire elsewhere
+	}
 	p.mu.Lock()
 	if p.w != nil && h.Epoch == p.epoch {
 		p.w.SetLimit(0)
@@ -116,6 +119,11 @@ func (p *Publisher) failover(err error) bool {
 				return false
 			}
 			continue
+		}
+		if hi.Epoch == old && err == ring.ErrFenced && p.w.Limit() != 0 && hi.Reserved > p.w.Limit() {
+			// the same home extended its reservation before we heard: go on
+			p.w.SetLimit(hi.Reserved)
+			return true
 		}
 		timeout := p.cfg.ConnectTimeout
 		if hi.Epoch == old {

@@ -314,3 +314,45 @@ func accounted(sent, got []uint64, events []ring.Event) int {
 	}
 	return missing
 }
+
+func TestFence_SmallReservation_ExtendedAheadAndNeverWrittenPast(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	node, err := bus.Open(ctx, bus.Config{NodeID: "chunk", ReserveChunk: 256})
+	require.NoError(t, err)
+	defer node.Close()
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
+	defer devs.Close()
+	rec := &record{}
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "chunk", Mode: ring.Reliable, StatsInterval: -1}, rec)
+	require.NoError(t, err)
+	defer sub.Close()
+	p, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "chunk"})
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.WaitSubscribers(ctx, 1))
+	epoch := p.Epoch()
+	payload := make([]byte, tick.Size)
+	var sent []uint64
+	for len(sent) < 3000 {
+		seq, err := p.Publish(tick.MessageType, payload, time.Now().UnixNano())
+		if err != nil {
+			require.ErrorIs(t, err, publisher.ErrNoHome)
+			continue
+		}
+		sent = append(sent, seq)
+		sub.Poll()
+	}
+	for i, s := range sent {
+		require.Equal(t, uint64(i+1), s, "one home, no sequence skipped or repeated")
+	}
+	assert.Equal(t, epoch, p.Epoch(), "the same home all along: it extended its reservation")
+	hi, err := node.FindHome(ctx, "chunk")
+	require.NoError(t, err)
+	assert.Greater(t, hi.Reserved, uint64(3000))
+	for !rec.has(sent) {
+		sub.Poll()
+	}
+	_, events := rec.snapshot()
+	assert.Empty(t, events)
+}

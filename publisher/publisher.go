@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -154,6 +155,8 @@ type Publisher struct {
 	nextID   uint64
 	homeAcc  []conn       // QPs other publishers connected to our home, and subscribers to their credit cells
 	homeAlso *link.AlsoOn // the home registered on other providers' devices too (a new one per home)
+	homeDesc []byte       // p.home's descriptor, as published
+	fence    conn         // our own QP to p.home's counter, for fenceHome
 	dropped  map[uint64]bool
 
 	closeOnce sync.Once
@@ -252,10 +255,22 @@ func validateSubscriber(s bus.SubscriberInfo) error {
 // newHome makes the topic's sequencer here, its counter at start (above
 // every sequence an earlier home handed out). A home of an earlier epoch
 // held here is retired: closed at Close.
-func (p *Publisher) newHome(_ context.Context, topic string, start uint64) ([]byte, error) {
+func (p *Publisher) newHome(ctx context.Context, topic string, start uint64) ([]byte, error) {
 	h, err := ring.NewHome(p.dev, ring.HomeConfig{JournalSlots: p.cfg.JournalSlots, SlotSize: p.cfg.SlotSize, Start: start, Logger: p.cfg.Logger})
 	if err != nil {
 		return nil, err
+	}
+	desc, err := h.Desc().MarshalBinary()
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	// A queue pair of our own to the counter, to fence it (FenceCounter)
+	// when the lease is lost: any goroutine but the publishing one.
+	fence, peer, err := p.loopback(ctx)
+	if err != nil {
+		_ = h.Close()
+		return nil, fmt.Errorf("publisher: the home's fence queue pair: %w", err)
 	}
 	p.mu.Lock()
 	if old := p.home; old != nil {
@@ -266,10 +281,59 @@ func (p *Publisher) newHome(_ context.Context, topic string, start uint64) ([]by
 	// found New failing with "another home's descriptor").
 	p.retired = append(p.retired, p.homeAlso.Close)
 	p.homeAlso = &link.AlsoOn{}
-	p.home = h
+	p.retired = append(p.retired, p.fence.close)
+	p.home, p.homeDesc, p.fence = h, desc, fence
+	p.homeAcc = append(p.homeAcc, peer)
 	p.mu.Unlock()
-	p.log.Info().Msg("publisher: this node is the topic's home")
-	return h.Desc().MarshalBinary()
+	p.log.Info().Uint64("start", start).Msg("publisher: this node is the topic's home")
+	return desc, nil
+}
+
+// loopback connects two fresh queue pairs on the home's device to each
+// other.
+func (p *Publisher) loopback(ctx context.Context) (conn, conn, error) {
+	a, err := newConn(p.dev)
+	if err != nil {
+		return conn{}, conn{}, err
+	}
+	b, err := newConn(p.dev)
+	if err != nil {
+		_ = a.close()
+		return conn{}, conn{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- b.qp.Connect(cctx, a.qp.LocalEndpoint()) }()
+	err = a.qp.Connect(cctx, b.qp.LocalEndpoint())
+	if berr := <-errc; err == nil {
+		err = berr
+	}
+	if err != nil {
+		_ = a.close()
+		_ = b.close()
+		return conn{}, conn{}, err
+	}
+	return a, b, nil
+}
+
+// fenceHome stops our home (if desc is it) from granting claims: every
+// later claim, remote ones included, is refused by its writer's limit
+// check. Called when the lease is lost, before it can expire, and at Close.
+func (p *Publisher) fenceHome(desc []byte) {
+	p.mu.Lock()
+	h, fence := p.home, p.fence
+	mine := h != nil && fence.qp != nil && bytes.Equal(desc, p.homeDesc)
+	p.mu.Unlock()
+	if !mine {
+		return
+	}
+	before, err := ring.FenceCounter(p.dev, fence.qp, fence.cq, h.Desc(), time.Second)
+	if err != nil {
+		p.log.Warn().Err(err).Msg("publisher: could not fence the home's counter; claimants stop at its reservation")
+		return
+	}
+	p.log.Info().Uint64("counter", before).Msg("publisher: fenced the home's counter")
 }
 
 // acceptHome serves another publisher's connect to our home.
@@ -678,6 +742,10 @@ func (p *Publisher) Close() error {
 				errs = append(errs, fmt.Errorf("publisher: flush before close: %w", err))
 			}
 		}
+		p.mu.Lock()
+		desc := p.homeDesc
+		p.mu.Unlock()
+		p.fenceHome(desc) // claims still racing to our counter are refused, not lost
 		errs = append(errs, p.pub.Close())
 		p.mu.Lock()
 		targets := p.targets
@@ -706,6 +774,11 @@ func (p *Publisher) Close() error {
 		for _, c := range acc {
 			errs = append(errs, c.close())
 		}
+		p.mu.Lock()
+		fence := p.fence
+		p.fence = conn{}
+		p.mu.Unlock()
+		errs = append(errs, fence.close())
 		if p.cq != nil {
 			errs = append(errs, p.cq.Close())
 		}

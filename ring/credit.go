@@ -14,6 +14,7 @@ const (
 	idRecover uint64 = 4 // a reader's journal READ
 	idHead    uint64 = 5 // a writer's READ of a reliable ring's head
 	idFlush   uint64 = 6 // a writer's Flush READ
+	idFence   uint64 = 7 // FenceCounter's fetch-and-add
 )
 
 // credit is a reader's credit cell at one writer (reliable mode).

@@ -91,8 +91,23 @@
 //     reported too.
 //
 // A slot whose header fails its check (length past the slot, checksum) is
-// EventCorrupt. Every sequence the reader passes is delivered once or named
+// EventCorrupt. A stamp ahead of the reader is acted on only if the slot's
+// header check passes for it and it is below the newest reservation the
+// reader knows (SetEpoch), so a stray 8-byte WRITE cannot make it jump.
+// Holes below a sequence that was already written a gap timeout ago are
+// reported at once, not one gap timeout each.
+//
+// # Epochs and fencing
+//
+// Each home's term is an epoch with its own range of sequences (epoch.go):
+// a writer refuses to write a claim at or above its limit (SetLimit: the
+// home's reservation, 0 once the epoch ended; ErrFenced, retryable), and a
+// reader told of a new epoch (SetEpoch) reports the old epoch's unused
+// range as one EventEpoch and goes on at the new start. Every sequence the reader passes is delivered once or named
 // by exactly one event; ReaderStats add up to Next-Start.
+//
+// SetJournal may be called while polling: the poller adopts the journal at
+// its next Poll (a failover brings a new home's journal).
 //
 // # Reliable mode and credits
 //

@@ -1,6 +1,12 @@
 package ring
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/tickbus/tickbus/rdma"
+)
 
 // Epochs and fencing.
 //
@@ -85,4 +91,49 @@ func (r *Reader) trusted(off int, stamp uint64) bool {
 		return false
 	}
 	return true
+}
+
+// FenceAdd is what FenceCounter adds to a home's counter: every claim
+// after it returns a value far above any reservation, so the claimant's
+// limit check refuses it (ErrFenced) and it looks for the new home.
+const FenceAdd = 1 << 62
+
+// FenceCounter stops a home from granting claims: one fetch-and-add of
+// FenceAdd on its counter, through qp (connected to the home's device, its
+// send CQ cq), like every other update of the counter, so it holds on a
+// NIC whose atomics are atomic only among themselves. The home's owner
+// calls it when it loses its lease, before the lease can expire. It
+// returns the counter's value before the fence.
+func FenceCounter(dev rdma.Device, qp rdma.QueuePair, cq rdma.CompletionQueue, home HomeDesc, timeout time.Duration) (uint64, error) {
+	if dev == nil || qp == nil || cq == nil {
+		return 0, fmt.Errorf("%w: fence: device, QP and CQ are required", ErrInvalidConfig)
+	}
+	mr, err := dev.RegisterMemory(8, rdma.AccessLocalWrite)
+	if err != nil {
+		return 0, fmt.Errorf("ring: fence buffer: %w", err)
+	}
+	defer mr.Close()
+	wr := rdma.WorkRequest{ID: idFence, Op: rdma.OpFetchAndAdd, Flags: rdma.FlagSignaled, Local: rdma.LocalSGE(mr, 0, 8),
+		Remote: rdma.RemoteAddr{Addr: home.CounterAddr(), RKey: home.Region.RKey}, Add: FenceAdd}
+	if err := qp.PostSend(&wr); err != nil {
+		return 0, fmt.Errorf("ring: fence: %w", err)
+	}
+	var comps [4]rdma.Completion
+	deadline := time.Now().Add(timeout)
+	for {
+		n := cq.Poll(comps[:])
+		for i := 0; i < n; i++ {
+			if comps[i].ID != idFence {
+				continue
+			}
+			if comps[i].Status != rdma.StatusSuccess {
+				return 0, fmt.Errorf("ring: fence: %w", comps[i].Status.Err())
+			}
+			return binary.LittleEndian.Uint64(mr.Bytes()), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, ErrTimeout
+		}
+		rdma.Yield{}.Idle(n)
+	}
 }

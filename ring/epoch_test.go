@@ -200,3 +200,21 @@ func TestReader_InterleavedHolesOfALateJoin_OneGapTimeoutNotOnePerHole(t *testin
 	}
 	assert.Equal(t, uint64(1), r.Reader().gapFires, "one gap timeout for all the holes, not one per hole")
 }
+
+func TestFenceCounter_LaterClaimsAreFencedOnEveryWriter(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	faa := tp.addWriter(WriterConfig{Claim: ClaimFAA, PublisherID: 5})
+	tp.w.SetLimit(1 << 22)
+	faa.SetLimit(1 << 22)
+	_, err := tp.w.Publish(0, payloadFor(1, 8), 0)
+	require.NoError(t, err)
+	cq := newCQ(t, tp.dev, 64)
+	fq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
+	before, err := FenceCounter(tp.dev, fq, cq, tp.home.Desc(), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), before)
+	_, err = tp.w.Publish(0, payloadFor(2, 8), 0)
+	require.ErrorIs(t, err, ErrFenced, "a CAS claim learns the fenced counter and writes nothing")
+	_, err = faa.Publish(0, payloadFor(2, 8), 0)
+	require.ErrorIs(t, err, ErrFenced, "a FAA claim gets a fenced value and writes nothing")
+}
