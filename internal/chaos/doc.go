@@ -13,5 +13,13 @@
 // tick was delivered exactly once or named by exactly one event; that all
 // subscribers delivered the same ticks at the same sequences (so in the
 // same order); and that no sequence carries two different ticks, measured
-// against what the publishers recorded.
+// against what the publishers recorded. It also rejects gap and overrun
+// events that name more sequences than were ever claimed: an ended epoch's
+// unused reservation must be named by one epoch event.
+//
+// When the chaos test fails it keeps the records and every role's whole
+// log in the directory it names ("records kept in …"): each role's record
+// file (ReadFile) and <role>.log (zerolog JSON). NETNS_NATS_LOG=1 shows the
+// nats-servers' logs too. BenchmarkFailover runs the same roles on one host
+// (no root needed): go test -run XXX -bench Failover -benchtime=10x.
 package chaos
