@@ -392,11 +392,24 @@ func (h *harness) progress(after string, timeout time.Duration) {
 	for i, s := range h.subs {
 		for s.num("n") < before[i]+100 {
 			if time.Now().After(deadline) {
-				h.t.Fatalf("%s: %s delivered nothing new within %v (stuck at %d)", after, s.name, timeout, s.num("n"))
+				h.t.Fatalf("%s: %s delivered nothing new within %v (stuck at %d, ring at %s); publishers now: %s",
+					after, s.name, timeout, s.num("n"), s.field("next"), h.pubStats())
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// pubStats is every running publisher's latest STAT, for failure messages.
+func (h *harness) pubStats() string {
+	var out []string
+	for _, p := range h.pubs {
+		if p != nil && p.alive() {
+			out = append(out, fmt.Sprintf("%s n=%s last=%s home=%s epoch=%s errs=%s", p.name,
+				p.field("n"), p.field("last"), p.field("home"), p.field("epoch"), p.field("errs")))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // The faults.
