@@ -116,9 +116,6 @@ func (n *Node) Publish(ctx context.Context, spec PublishSpec) (*Publication, err
 	}
 	p.home = home
 	p.q = newEventQueue()
-	if spec.NewHome == nil && !home.Local && home.Node.ID == "" {
-		return nil, fmt.Errorf("%w: no home for %q", ErrNoHome, spec.Topic)
-	}
 
 	n.mu.Lock()
 	if err := n.checkOpen(); err != nil {

@@ -324,7 +324,7 @@ func TestFence_SmallReservation_ExtendedAheadAndNeverWrittenPast(t *testing.T) {
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	defer devs.Close()
 	rec := &record{}
-	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "chunk", Mode: ring.Reliable, StatsInterval: -1}, rec)
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "chunk", Slots: 1 << 13, StatsInterval: -1}, rec)
 	require.NoError(t, err)
 	defer sub.Close()
 	p, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "chunk"})

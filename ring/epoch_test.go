@@ -218,3 +218,25 @@ func TestFenceCounter_LaterClaimsAreFencedOnEveryWriter(t *testing.T) {
 	_, err = faa.Publish(0, payloadFor(2, 8), 0)
 	require.ErrorIs(t, err, ErrFenced, "a FAA claim gets a fenced value and writes nothing")
 }
+
+func TestReader_FencedCounter_NeverReadAsClaims(t *testing.T) {
+	tp := newTopo(t, HomeConfig{JournalSlots: 64}, WriterConfig{})
+	r := tp.addRing(RingConfig{GapTimeout: 20 * time.Millisecond})
+	jq, _ := qpPair(t, tp.dev, r.reader.cq, tp.dev, tp.homeQ)
+	require.NoError(t, r.Reader().SetJournal(tp.dev, jq, tp.home.Desc(), time.Second))
+	for i := 1; i <= 3; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 3 })
+	cq := newCQ(t, tp.dev, 64)
+	fq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
+	_, err := FenceCounter(tp.dev, fq, cq, tp.home.Desc(), time.Second)
+	require.NoError(t, err)
+	deadline := time.Now().Add(300 * time.Millisecond) // many gap timeouts
+	for time.Now().Before(deadline) {
+		r.Reader().Poll(&c)
+	}
+	assert.Empty(t, c.events, "a fenced counter is not 2^62 claimed sequences")
+}

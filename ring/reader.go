@@ -536,7 +536,9 @@ func (r *Reader) idleCheck(h Handler) int {
 			// Nothing later in the ring: ask the home whether next was
 			// claimed at all (a claimant that died on the last tick of a
 			// burst leaves nothing after it).
-			if c, ok := r.journal.counter(r, r.gapTimeout/4); ok && c > r.next && c != StampBusy {
+			// A fenced counter (FenceCounter) or one past the reservation
+			// says nothing about what was written.
+			if c, ok := r.journal.counter(r, r.gapTimeout/4); ok && c > r.next && c < FenceAdd && (r.bound.Load() == 0 || c <= r.bound.Load()) {
 				limit = c
 			}
 		}

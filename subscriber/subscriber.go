@@ -60,7 +60,9 @@ type Counters struct {
 	Rate float64
 }
 
-// Lost is every sequence passed and not delivered.
+// Lost is every sequence passed and not delivered that a publisher wrote
+// or claimed: gaps, overruns, skips, corrupt slots. Join and Epoch are
+// counted apart: those sequences were never this ring's to receive.
 func (c Counters) Lost() uint64 { return c.Gaps + c.Overruns + c.Skips + c.Corrupt }
 
 // Subscriber is one topic's ring in this process and its presence on the
