@@ -26,7 +26,7 @@ import (
 // (one order); no sequence carried two ticks, against what the publishers
 // recorded. The failovers the subscribers saw are listed.
 func TestChaos_HomeKilledStoppedPartitioned_EverySequenceOnceOrNamed(t *testing.T) {
-	target, rounds, rate := uint64(1_000_000), 2, 3500.0
+	target, rounds, rate := uint64(1_000_000), 2, 10000.0
 	budget := 150 * time.Second
 	if testing.Short() {
 		target, rounds, rate = 100_000, 1, 2000
@@ -35,7 +35,7 @@ func TestChaos_HomeKilledStoppedPartitioned_EverySequenceOnceOrNamed(t *testing.
 	ctx, cancel := context.WithTimeout(context.Background(), budget+90*time.Second)
 	defer cancel()
 	h := newHarness(t, ctx)
-	h.rate, h.batch = rate, []int{8, 16, 1}
+	h.rate, h.batch = rate, []int{64, 64, 16}
 	h.startSub(0, "lossy")
 	h.startSub(1, "lossy")
 	h.startSub(2, "reliable")
