@@ -11,6 +11,7 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/link"
+	"github.com/tickbus/tickbus/rdma"
 )
 
 // Client is one process's presence on a tickbus: a NATS connection (an
@@ -48,7 +49,7 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 		}
 	}
 	node, err := bus.Open(ctx, bus.Config{
-		NodeID: o.nodeID, HostID: o.hostID,
+		NodeID: o.nodeID, HostID: o.hostID, Prefix: o.prefix,
 		NATS: bus.NATSConfig{URLs: o.urls, EmbeddedListen: o.embeddedListen, User: o.user, Password: o.password,
 			Token: o.token, NKeySeedFile: o.nkeySeedFile, CredsFile: o.credsFile,
 			CAFile: o.caFile, CertFile: o.certFile, KeyFile: o.keyFile, WaitForServer: o.waitForServer},
@@ -91,7 +92,7 @@ func (c *Client) provider() string {
 	if c.opts.provider != "" {
 		return c.opts.provider
 	}
-	return "shm"
+	return rdma.ProviderShm
 }
 
 func (c *Client) add(p *Publisher, s *Subscription) error {
@@ -147,4 +148,22 @@ func (c *Client) Close() error {
 		}
 	})
 	return c.closeErr
+}
+
+// StatsWatch is a subscription to the statistics every subscription of the
+// bus publishes each interval (Client.WatchStats).
+type StatsWatch = bus.StatsWatch
+
+// WatchStats calls f with every statistics message of topic ("" for every
+// topic) on the bus, one at a time: the subject and the message, stats's
+// versioned JSON (stats.Decode checks and decodes it; msg is only valid
+// during the call). Up to 100,000 messages or 256 MiB wait for f; beyond
+// that they are dropped and counted (StatsWatch.Dropped). This is the
+// dashboard's feed. Stop ends it; closing the client ends it too.
+func (c *Client) WatchStats(topic string, f func(subject string, msg []byte)) (*StatsWatch, error) {
+	if f == nil {
+		return nil, optErr("WatchStats", "nil", "a function")
+	}
+	w, err := c.node.WatchStats(topic, f, 100_000, 256<<20)
+	return w, wrap(err)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func TestConnect_BadOptions_FailWithErrInvalidOptionNamingTheOption(t *testing.T
 		{tickbus.WithToken(""), "WithToken"},
 		{tickbus.WithNodeID(""), "WithNodeID"},
 		{tickbus.WithHostID(""), "WithHostID"},
+		{tickbus.WithPrefix(""), "WithPrefix"},
 		{tickbus.WithTCPListen("9000", ""), "WithTCPListen"},
 		{tickbus.WithConnectTimeout(0), "WithConnectTimeout"},
 		{nil, "Connect"},
@@ -350,4 +352,42 @@ func TestSubscribe_WithManualPoll_DeliversOnlyInsidePoll(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, auto.Poll(), "Poll does nothing on a subscription that polls itself")
 	require.NoError(t, auto.Close())
+}
+
+func TestClient_WatchStats_SeesTheSubscriptionsOfItsPrefixOnly(t *testing.T) {
+	a := connect(t)
+	b := connect(t, tickbus.WithNATS(a.URL()))
+	other := connect(t, tickbus.WithNATS(a.URL()), tickbus.WithPrefix("elsewhere"))
+	got := make(chan string, 16)
+	w, err := b.WatchStats("", func(subject string, msg []byte) {
+		select {
+		case got <- subject:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	defer w.Stop()
+	var stray atomic.Int64
+	wo, err := other.WatchStats("", func(string, []byte) { stray.Add(1) })
+	require.NoError(t, err)
+	s, err := a.Subscribe("watched", tickbus.HandlerFuncs{}, tickbus.WithStats(20*time.Millisecond, func(*tickbus.Stats) {}))
+	require.NoError(t, err)
+	select {
+	case subj := <-got:
+		assert.Contains(t, subj, "watched")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no stats message")
+	}
+	require.NoError(t, s.Close()) // publishes its last stats
+	require.NoError(t, wo.Stop())
+	assert.Zero(t, stray.Load(), "another prefix is another bus")
+	n, err := w.Dropped()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	require.NoError(t, w.Stop())
+	require.NoError(t, w.Stop(), "idempotent")
+	_, err = b.WatchStats("", nil)
+	assert.ErrorIs(t, err, tickbus.ErrInvalidOption)
+	_, err = b.WatchStats("bad topic", func(string, []byte) {})
+	assert.ErrorIs(t, err, tickbus.ErrInvalidOption)
 }

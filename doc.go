@@ -7,7 +7,7 @@
 //
 //	c, err := tickbus.Connect(ctx, tickbus.WithNATS("nats://127.0.0.1:4222"))
 //	pub, err := c.Publisher("demo")
-//	seq, err := pub.PublishTick(&tickbus.Tick{Instrument: 1, Kind: tickbus.Bid, Price: 100_0000, Size: 5})
+//	seq, err := pub.PublishTick(&tickbus.Tick{Instrument: 1, Kind: tickbus.Bid, Price: tickbus.PriceFromFloat(100.25), Size: 5})
 //	sub, err := c.Subscribe("demo", tickbus.OnTick(func(t *tickbus.Tick) { ... }))
 //
 // Without WithNATS, Connect runs an embedded NATS server on a random
@@ -18,7 +18,10 @@
 // subscription's own polling goroutine; OnEvent gets every range of
 // sequences not delivered (EventGap, EventOverrun, EventSkip,
 // EventCorrupt): every sequence is delivered once or named by one event.
-// OnTick and HandlerFuncs build a Handler from functions.
+// OnTick and HandlerFuncs build a Handler from functions. Client.Run polls
+// on the caller's goroutine instead (the Aeron way: the caller owns, and
+// may pin, the polling thread); WithManualPoll and Subscription.Poll fit
+// the ring into a loop of your own.
 //
 // Errors are this package's sentinels (ErrInvalidOption, ErrConnect,
 // ErrClosed, ErrTooLarge, ErrLost, ...), tested with errors.Is, whichever

@@ -54,6 +54,16 @@ type PublisherStats = ring.WriterStats
 // and the latency histogram (Stats.LatencyHistogram).
 type Stats = stats.Message
 
+// PriceScale is the units of a Tick's Price per currency unit (Price is
+// fixed-point: 100.25 is 100.25 * PriceScale).
+const PriceScale = tick.PriceScale
+
+// PriceFromFloat converts a price in currency units to a Tick's Price.
+func PriceFromFloat(f float64) int64 { return tick.PriceFromFloat(f) }
+
+// PriceFloat converts a Tick's Price to currency units.
+func PriceFloat(p int64) float64 { return tick.PriceFloat(p) }
+
 // Kind of a Tick: Trade, Bid or Ask.
 type Kind = tick.Kind
 

@@ -27,6 +27,7 @@ type options struct {
 	keyFile        string
 	waitForServer  bool
 	nodeID, hostID string
+	prefix         string
 	provider       string
 	tcpListen      string
 	tcpAdvertise   string
@@ -140,6 +141,18 @@ func WithNodeID(id string) Option {
 			return optErr("WithNodeID", `""`, "a non-empty id")
 		}
 		o.nodeID = id
+		return nil
+	}
+}
+
+// WithPrefix is the first token of every NATS subject the client uses
+// (default "tickbus"): clients see only the bus of their own prefix.
+func WithPrefix(prefix string) Option {
+	return func(o *options) error {
+		if prefix == "" {
+			return optErr("WithPrefix", `""`, "a non-empty prefix")
+		}
+		o.prefix = prefix
 		return nil
 	}
 }

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -139,6 +140,24 @@ type StatsFunc func(subject string, msg []byte)
 // topic), one at a time, until the returned stop function is called or the
 // node closes. The server has the subscription when it returns.
 func (n *Node) SubscribeStats(topic string, f StatsFunc) (stop func() error, err error) {
+	w, err := n.WatchStats(topic, f, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	return w.Stop, nil
+}
+
+// StatsWatch is a subscription to stats messages (WatchStats).
+type StatsWatch struct {
+	n   *Node
+	sub *nats.Subscription
+}
+
+// WatchStats is SubscribeStats for a reader that must never fall behind in
+// silence (a dashboard): messages that arrive while limitMsgs messages or
+// limitBytes bytes are already waiting for f are dropped by the client and
+// counted in Dropped. Zero limits keep the NATS client's defaults.
+func (n *Node) WatchStats(topic string, f StatsFunc, limitMsgs, limitBytes int) (*StatsWatch, error) {
 	subj := stats.SubjectAll(n.cfg.Prefix)
 	if topic != "" {
 		if err := checkToken("topic", topic); err != nil {
@@ -147,27 +166,46 @@ func (n *Node) SubscribeStats(topic string, f StatsFunc) (stop func() error, err
 		subj = strings.TrimSuffix(stats.Subject(n.cfg.Prefix, topic, "x"), "x") + "*"
 	}
 	if f == nil {
-		return nil, fmt.Errorf("%w: SubscribeStats with nil func", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: WatchStats with nil func", ErrInvalidConfig)
+	}
+	if limitMsgs < 0 || limitBytes < 0 {
+		return nil, fmt.Errorf("%w: WatchStats limits %d messages, %d bytes, want >= 0", ErrInvalidConfig, limitMsgs, limitBytes)
 	}
 	if n.isClosed() {
 		return nil, ErrClosed
 	}
 	sub, err := n.nc.Subscribe(subj, func(m *nats.Msg) { f(m.Subject, m.Data) })
+	if err == nil && (limitMsgs > 0 || limitBytes > 0) {
+		m, b := limitMsgs, limitBytes
+		if m == 0 {
+			m = nats.DefaultSubPendingMsgsLimit
+		}
+		if b == 0 {
+			b = nats.DefaultSubPendingBytesLimit
+		}
+		err = sub.SetPendingLimits(m, b)
+	}
 	if err == nil {
 		err = n.flush(context.Background()) // the server has the subscription when we return
-		if err != nil {
-			_ = sub.Unsubscribe()
-		}
 	}
 	if err != nil {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
 		return nil, fmt.Errorf("bus: subscribe stats: %w", err)
 	}
-	return func() error {
-		if err := sub.Unsubscribe(); err != nil && !n.isClosed() {
-			return fmt.Errorf("bus: unsubscribe stats: %w", err)
-		}
-		return nil
-	}, nil
+	return &StatsWatch{n: n, sub: sub}, nil
+}
+
+// Dropped is how many messages the client dropped because f fell behind.
+func (w *StatsWatch) Dropped() (int, error) { return w.sub.Dropped() }
+
+// Stop ends the subscription. Idempotent; nil after the node closed.
+func (w *StatsWatch) Stop() error {
+	if err := w.sub.Unsubscribe(); err != nil && !w.n.isClosed() && !errors.Is(err, nats.ErrBadSubscription) {
+		return fmt.Errorf("bus: unsubscribe stats: %w", err)
+	}
+	return nil
 }
 
 func (n *Node) isClosed() bool {

@@ -93,3 +93,18 @@ func Marshalled[D encoding.BinaryMarshaler](registerOn func(rdma.Device) (D, rdm
 		return desc, mr, nil
 	}
 }
+
+// Forget drops every registration without closing it and returns the
+// regions' Close functions, for a caller that keeps them until nothing can
+// land through them any more (a retired home: peers may still hold its
+// descriptor). Later Gets register afresh.
+func (a *AlsoOn) Forget() []func() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var closes []func() error
+	for _, r := range a.regs {
+		closes = append(closes, r.MR.Close)
+	}
+	a.regs = nil
+	return closes
+}

@@ -49,6 +49,15 @@ func TestAlsoOn_Get_RegistersOncePerProviderAndCloseReleases(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, created, "a failed registration is not kept")
 
+	closes := a.Forget()
+	assert.Len(t, closes, 2, "tcp and shm")
+	_, created, err = a.Get(devs, rdma.ProviderTCP, reg)
+	require.NoError(t, err)
+	assert.True(t, created, "after Forget a Get registers afresh")
+	for _, c := range closes {
+		assert.NoError(t, c(), "the forgotten regions are the caller's to close")
+	}
+
 	require.NoError(t, a.Close())
 	require.NoError(t, a.Close(), "idempotent")
 	_, _, err = a.Get(devs, rdma.ProviderTCP, reg)

@@ -66,6 +66,9 @@ func TestProviders_ShmAndTCPInOneTopic_OneOrder(t *testing.T) {
 	require.NoError(t, err)
 	subB, err := subscriber.New(ctx, sb, dsb, subscriber.Config{Topic: "mix", Idle: rdma.Yield{}, GapTimeout: gapTimeout, StatsInterval: 20 * time.Millisecond, OnStats: lb.set}, &cb)
 	require.NoError(t, err)
+	// A failed require below must not leave the subscribers' stats loops
+	// reading rings the devices' cleanup unmaps (a crash hides the failure).
+	t.Cleanup(func() { _ = subA.Close(); _ = subB.Close() })
 	errs := make(chan error, 2)
 	go func() { errs <- subA.Run(ctx) }()
 	go func() { errs <- subB.Run(ctx) }()
@@ -88,7 +91,7 @@ func TestProviders_ShmAndTCPInOneTopic_OneOrder(t *testing.T) {
 			p = pubB
 		}
 		_, err := p.Publish(1, []byte("tick"), time.Now().UnixNano())
-		require.NoError(t, err)
+		require.NoError(t, err, "tick %d", i)
 	}
 	require.Eventually(t, func() bool { return ca.count() == n && cb.count() == n }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, "shm+tcp", subA.Providers())

@@ -107,7 +107,8 @@ func (e *engine) print(now time.Time) {
 		time.Duration(e.lat.ValueAtQuantile(99.9)), time.Duration(e.lat.Max()))
 	for id, b := range e.books {
 		if id <= 3 {
-			fmt.Printf("  %d: %d x %d  @  %d x %d  last %d\n", id, b.bidSize, b.bid, b.ask, b.askSize, b.last)
+			fmt.Printf("  %d: %d x %.2f  @  %.2f x %d  last %.2f\n", id, b.bidSize, tickbus.PriceFloat(b.bid),
+				tickbus.PriceFloat(b.ask), b.askSize, tickbus.PriceFloat(b.last))
 		}
 	}
 	e.lat.Reset()

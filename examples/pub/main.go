@@ -13,7 +13,7 @@ func main() {
 		panic(err)
 	}
 	pub, err := c.Publisher("demo")
-	for px := int64(100_0000); err == nil; px++ {
+	for px := int64(100 * tickbus.PriceScale); err == nil; px += tickbus.PriceScale / 100 {
 		_, err = pub.PublishTick(&tickbus.Tick{Instrument: 7, Kind: tickbus.Trade, Price: px, Size: 10})
 		time.Sleep(time.Millisecond)
 	}

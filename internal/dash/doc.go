@@ -1,8 +1,9 @@
 // Package dash serves tickbus's latency dashboard and the terminal stat view.
 //
-// Both are NATS clients, like the nats CLI: they subscribe to the stats
-// subjects (<prefix>.stats.>) that subscribers publish every interval (see
-// stats) and keep, per topic and subscriber, the latest counters,
+// Both are tickbus clients (tickbus.Connect, Client.WatchStats: the same
+// connection, credentials and TLS code as every program on the bus): they
+// watch the stats subjects (<prefix>.stats.>) that subscribers publish every
+// interval (see stats) and keep, per topic and subscriber, the latest counters,
 // the last interval's histogram, a histogram merged since the dashboard
 // started and a time series of percentiles over the last minutes.
 //

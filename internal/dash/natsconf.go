@@ -2,14 +2,15 @@ package dash
 
 import (
 	"context"
+	"crypto/rand"
 	"flag"
 	"fmt"
-	"strings"
+	neturl "net/url"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus"
 )
 
 // NATSConfig says how the dashboard and the stat view reach NATS.
@@ -55,9 +56,11 @@ func (c *NATSConfig) validate() error {
 	return nil
 }
 
-// Connect dials NATS. The connection reconnects forever: the dashboard
+// Connect joins the bus as a client of its own, through the public API
+// (tickbus.Connect), with this configuration's URLs, credentials and TLS
+// and the stats subjects' prefix. It reconnects forever: the dashboard
 // outlives server restarts.
-func (c *NATSConfig) Connect(ctx context.Context, opts ...nats.Option) (*nats.Conn, error) {
+func (c *NATSConfig) Connect(ctx context.Context, prefix string) (*tickbus.Client, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -69,35 +72,42 @@ func (c *NATSConfig) Connect(ctx context.Context, opts ...nats.Option) (*nats.Co
 	if timeout == 0 {
 		timeout = 5 * time.Second
 	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-		timeout = max(time.Until(dl), time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	name := c.Name
 	if name == "" {
 		name = "tickbus-dash"
 	}
-	o := []nats.Option{nats.Name(name), nats.Timeout(timeout), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
-	auth, err := bus.NATSConfig{User: c.User, Password: c.Password, Token: c.Token, CredsFile: c.Creds,
-		CAFile: c.TLSCA, CertFile: c.TLSCert, KeyFile: c.TLSKey}.AuthOptions()
-	if err != nil {
-		return nil, err
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	opts := []tickbus.Option{tickbus.WithNATS(url), tickbus.WithNodeID(fmt.Sprintf("%s-%x", name, suffix))}
+	if prefix != "" {
+		opts = append(opts, tickbus.WithPrefix(prefix))
 	}
-	o = append(append(o, auth...), opts...)
-	urls := strings.Join(strings.Fields(strings.ReplaceAll(url, ",", " ")), ",")
-	nc, err := nats.Connect(urls, o...)
-	if err != nil {
-		return nil, fmt.Errorf("dash: connect to NATS at %s: %w", urls, err)
+	switch {
+	case c.Creds != "":
+		opts = append(opts, tickbus.WithCredentials(c.Creds))
+	case c.Token != "":
+		opts = append(opts, tickbus.WithToken(c.Token))
+	case c.User != "":
+		opts = append(opts, tickbus.WithUserPassword(c.User, c.Password))
 	}
-	return nc, nil
+	if c.TLSCA != "" || c.TLSCert != "" {
+		opts = append(opts, tickbus.WithTLS(c.TLSCA, c.TLSCert, c.TLSKey))
+	}
+	cl, err := tickbus.Connect(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dash: connect to NATS at %s: %w", url, err)
+	}
+	return cl, nil
 }
 
-// flush waits for the server to have seen our subscriptions, within ctx's
-// deadline or 5 s.
-func flush(ctx context.Context, nc *nats.Conn) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
+// redactURL drops the user and password from a NATS URL, for display.
+func redactURL(s string) string {
+	u, err := neturl.Parse(s)
+	if err != nil || u.User == nil {
+		return s
 	}
-	return nc.FlushWithContext(ctx)
+	u.User = nil
+	return u.String()
 }

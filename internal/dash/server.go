@@ -13,11 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/tickbus/tickbus"
 	"github.com/tickbus/tickbus/stats"
 )
 
@@ -29,11 +29,12 @@ const DefaultListen = "127.0.0.1:8222"
 
 // Config configures the dashboard.
 type Config struct {
-	// NATS says how to reach the server; ignored when Conn is set.
+	// NATS says how to reach the server; ignored when Client is set.
 	NATS NATSConfig
-	// Conn, if set, is an already connected client (tickbus demo passes its
-	// own); the dashboard does not close it.
-	Conn *nats.Conn
+	// Client, if set, is an already connected client whose stats the
+	// dashboard watches (its prefix is the client's; Prefix is ignored);
+	// the dashboard does not close it.
+	Client *tickbus.Client
 	// Listen is the HTTP listener's host:port (default DefaultListen;
 	// "127.0.0.1:0" picks a free port).
 	Listen string
@@ -81,7 +82,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if d.MaxSeries < 0 {
 		return d, fmt.Errorf("%w: max series %d, want > 0", ErrConfig, d.MaxSeries)
 	}
-	if d.Conn == nil {
+	if d.Client == nil {
 		if err := d.NATS.validate(); err != nil {
 			return d, err
 		}
@@ -93,9 +94,9 @@ func (c *Config) withDefaults() (Config, error) {
 type Server struct {
 	cfg   Config
 	store *store
-	nc    *nats.Conn
-	ownNC bool
-	sub   *nats.Subscription
+	cl    *tickbus.Client
+	ownCl bool
+	watch *tickbus.StatsWatch
 	ln    net.Listener
 	http  *http.Server
 	url   string
@@ -125,36 +126,28 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.ln = ln
 	s.url = "http://" + ln.Addr().String() + "/"
 
-	if c.Conn != nil {
-		s.nc = c.Conn
+	if c.Client != nil {
+		s.cl = c.Client
 	} else {
-		nc, err := c.NATS.Connect(ctx)
+		cl, err := c.NATS.Connect(ctx, c.Prefix)
 		if err != nil {
 			_ = ln.Close()
 			return nil, err
 		}
-		s.nc, s.ownNC = nc, true
+		s.cl, s.ownCl = cl, true
 	}
 	subject := stats.SubjectAll(c.Prefix)
-	sub, err := s.nc.Subscribe(subject, func(m *nats.Msg) { s.store.handle(m.Subject, m.Data) })
-	if err == nil {
-		// A flood beyond this is dropped by the client and counted below.
-		err = sub.SetPendingLimits(100_000, 256<<20)
-	}
-	if err == nil {
-		err = flush(ctx, s.nc)
-	}
+	// A flood beyond what the watch buffers is dropped by the client and
+	// counted (watchDropped).
+	watch, err := s.cl.WatchStats("", s.store.handle)
 	if err != nil {
 		_ = ln.Close()
-		if sub != nil {
-			_ = sub.Unsubscribe()
-		}
-		if s.ownNC {
-			s.nc.Close()
+		if s.ownCl {
+			_ = s.cl.Close()
 		}
 		return nil, fmt.Errorf("dash: subscribe %s: %w", subject, err)
 	}
-	s.sub = sub
+	s.watch = watch
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s.store})
@@ -167,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { s.served <- s.http.Serve(ln) }()
 	go s.watchDropped()
-	c.Logger.Info().Str("url", s.url).Str("subject", subject).Str("nats", s.nc.ConnectedUrlRedacted()).
+	c.Logger.Info().Str("url", s.url).Str("subject", subject).Str("nats", redactURL(s.cl.URL())).
 		Str("hlog", c.HlogDir).Msg("dashboard serving")
 	return s, nil
 }
@@ -203,23 +196,21 @@ func Serve(ctx context.Context, cfg Config) error {
 // URL is the dashboard's address, e.g. http://127.0.0.1:8222/.
 func (s *Server) URL() string { return s.url }
 
-// Close stops serving, unsubscribes, closes the NATS connection if the
-// server opened it and closes the hlog files. It is idempotent.
+// Close stops serving, unsubscribes, closes the client if the server
+// opened it and closes the hlog files. It is idempotent.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.done)
 		s.hub.close()
 		var errs []error
-		if err := s.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
-			errs = append(errs, err)
-		}
+		errs = append(errs, s.watch.Stop())
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if err := s.http.Shutdown(ctx); err != nil {
 			errs = append(errs, s.http.Close())
 		}
-		if s.ownNC {
-			s.nc.Close()
+		if s.ownCl {
+			errs = append(errs, s.cl.Close())
 		}
 		errs = append(errs, s.store.close())
 		s.closeErr = errors.Join(errs...)
@@ -238,11 +229,11 @@ func (s *Server) watchDropped() {
 		case <-s.done:
 			return
 		case <-t.C:
-			n, err := s.sub.Dropped()
+			n, err := s.watch.Dropped()
 			if err != nil || n <= last {
 				continue
 			}
-			s.store.rejectN(reasonDropped, s.sub.Subject, uint64(n-last),
+			s.store.rejectN(reasonDropped, stats.SubjectAll(s.cfg.Prefix), uint64(n-last),
 				fmt.Errorf("dash: NATS dropped %d stats messages: the dashboard fell behind", n-last))
 			last = n
 		}

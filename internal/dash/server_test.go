@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tickbus/tickbus"
 	"github.com/tickbus/tickbus/stats"
 )
 
@@ -274,14 +275,25 @@ func TestServer_Events_StreamsUpdates(t *testing.T) {
 
 func TestServer_Close_IsIdempotentAndStopsServing(t *testing.T) {
 	ns := startNATS(t)
-	nc := connect(t, ns)
-	s := startDash(t, Config{Conn: nc})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := tickbus.Connect(ctx, tickbus.WithNATS(ns.ClientURL()))
+	require.NoError(t, err)
+	defer cl.Close()
+	s := startDash(t, Config{Client: cl})
 	httpGet(t, s.URL())
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close())
-	_, err := http.Get(s.URL())
+	_, err = http.Get(s.URL())
 	assert.Error(t, err)
-	assert.True(t, nc.IsConnected(), "a connection passed in stays open")
+	select {
+	case <-cl.Done():
+		t.Fatal("a client passed in is not closed")
+	default:
+	}
+	w, err := cl.WatchStats("", func(string, []byte) {})
+	require.NoError(t, err, "a client passed in stays usable")
+	require.NoError(t, w.Stop())
 }
 
 func TestServe_ReturnsWhenContextEnds(t *testing.T) {

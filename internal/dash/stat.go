@@ -10,17 +10,18 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/tickbus/tickbus"
 	"github.com/tickbus/tickbus/stats"
 )
 
 // StatConfig configures the terminal view.
 type StatConfig struct {
 	NATS NATSConfig
-	// Conn, if set, is used instead of dialing NATS; it is not closed.
-	Conn *nats.Conn
+	// Client, if set, is used instead of joining the bus (its prefix is
+	// the client's; Prefix is ignored); it is not closed.
+	Client *tickbus.Client
 	// Prefix of the stats subjects (default stats.DefaultPrefix).
 	Prefix string
 	// Every is the refresh period (default 1 s).
@@ -55,27 +56,23 @@ func RunStat(ctx context.Context, cfg StatConfig, w io.Writer) error {
 	if every < 0 || cfg.Count < 0 {
 		return fmt.Errorf("%w: every %v and count %d, want > 0 and >= 0", ErrConfig, cfg.Every, cfg.Count)
 	}
-	nc := cfg.Conn
-	if nc == nil {
+	cl := cfg.Client
+	if cl == nil {
 		if cfg.NATS.Name == "" {
 			cfg.NATS.Name = "tickbus-stat"
 		}
 		var err error
-		if nc, err = cfg.NATS.Connect(ctx); err != nil {
+		if cl, err = cfg.NATS.Connect(ctx, cfg.Prefix); err != nil {
 			return err
 		}
-		defer nc.Close()
+		defer cl.Close()
 	}
 	st := newStore(cfg.Logger, time.Minute, DefaultMaxSeries, "")
-	subject := stats.SubjectAll(cfg.Prefix)
-	sub, err := nc.Subscribe(subject, func(m *nats.Msg) { st.handle(m.Subject, m.Data) })
+	watch, err := cl.WatchStats("", st.handle)
 	if err != nil {
-		return fmt.Errorf("dash: subscribe %s: %w", subject, err)
+		return fmt.Errorf("dash: subscribe %s: %w", stats.SubjectAll(cfg.Prefix), err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := flush(ctx, nc); err != nil {
-		return fmt.Errorf("dash: subscribe %s: %w", subject, err)
-	}
+	defer func() { _ = watch.Stop() }()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for n := 0; cfg.Count == 0 || n < cfg.Count; n++ {
@@ -86,7 +83,7 @@ func RunStat(ctx context.Context, cfg StatConfig, w io.Writer) error {
 			}
 			return ctx.Err()
 		case now := <-t.C:
-			if err := printStat(w, st, subject, nc.ConnectedUrlRedacted(), now, cfg.Clear); err != nil {
+			if err := printStat(w, st, stats.SubjectAll(cfg.Prefix), redactURL(cl.URL()), now, cfg.Clear); err != nil {
 				return err
 			}
 		}
