@@ -47,3 +47,64 @@ func TestLease_Unrenewed_ExpiresAndWatchersHearIt(t *testing.T) {
 	}
 	t.Logf("lease expiry heard %v after the watcher saw it taken (TTL 1s)", time.Since(start))
 }
+
+// A home that stops renewing (as a crashed or stopped process does, without
+// deleting its lease) is succeeded once the lease expires: the successor
+// learns it from the expiry marker, takes the lease and starts at the
+// reservation. The time from the last renewal to the new home is logged
+// (it is at most LeaseTTL plus the election).
+func TestLease_HomeStopsRenewing_SuccessorTakesOverAtReservation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := Open(ctx, Config{NodeID: "crash-a", LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, Config{NodeID: "crash-b", LeaseTTL: time.Second, NATS: NATSConfig{URLs: []string{a.ClientURL()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	spec := func(lost chan<- HomeInfo) PublishSpec {
+		return PublishSpec{Topic: "c",
+			NewHome:    func(context.Context, string, uint64) ([]byte, error) { return []byte("h"), nil },
+			AcceptHome: func(context.Context, ConnectRequest) (ConnectReply, error) { return ConnectReply{}, nil },
+			OnHomeLost: func(h HomeInfo, _ error) { lost <- h }}
+	}
+	pa, err := a.Publish(ctx, spec(make(chan HomeInfo, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lostB := make(chan HomeInfo, 4)
+	pb, err := b.Publish(ctx, spec(lostB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := pb.Home()
+	if !pa.IsHome() || old.Local {
+		t.Fatal("a should be home")
+	}
+	// a "crashes": its lease loop stops without deleting the lease
+	a.mu.Lock()
+	s := a.homes["c"]
+	a.mu.Unlock()
+	stopped := time.Now()
+	a.cancel()
+	<-s.done
+	select {
+	case <-lostB:
+	case <-time.After(5 * time.Second):
+		t.Fatal("b never heard the home go")
+	}
+	heard := time.Since(stopped)
+	h, err := pb.Rehome(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(stopped)
+	if !h.Local || h.Epoch <= old.Epoch || h.Start != old.Reserved {
+		t.Fatalf("new home %+v after %+v: want b, a newer epoch, starting at the old reservation", h, old)
+	}
+	t.Logf("home stopped renewing; successor heard it after %v, was home after %v (LeaseTTL 1s)", heard, took)
+}
