@@ -153,10 +153,10 @@ type Publisher struct {
 	pending  []bus.SubscriberInfo // reported before the writer existed
 	targets  map[string]*target   // subscriber key → target
 	nextID   uint64
-	homeAcc  []conn       // QPs other publishers connected to our home, and subscribers to their credit cells
-	homeAlso *link.AlsoOn // the home registered on other providers' devices too (a new one per home)
-	homeDesc []byte       // p.home's descriptor, as published
-	fence    conn         // our own QP to p.home's counter, for fenceHome
+	homeAcc  []conn      // QPs other publishers connected to our home, and subscribers to their credit cells
+	homeAlso link.AlsoOn // the home registered on other providers' devices too
+	homeDesc []byte      // p.home's descriptor, as published
+	fence    conn        // our own QP to p.home's counter, for fenceHome
 	dropped  map[uint64]bool
 
 	closeOnce sync.Once
@@ -208,7 +208,7 @@ func New(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config) (*
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: cfg, node: node, devs: devs, dev: dev, targets: map[string]*target{}, dropped: map[uint64]bool{}, homeAlso: &link.AlsoOn{},
+	p := &Publisher{cfg: cfg, node: node, devs: devs, dev: dev, targets: map[string]*target{}, dropped: map[uint64]bool{},
 		log: cfg.Logger.With().Str("topic", cfg.Topic).Str("publisher", cfg.ID).Logger()}
 	var data [4]byte
 	binary.LittleEndian.PutUint32(data[:], cfg.PublisherID)
@@ -279,8 +279,7 @@ func (p *Publisher) newHome(ctx context.Context, topic string, start uint64) ([]
 	// The old home's registrations on other devices describe the old
 	// home: a claimant over tcp must get this one's (i9t: the chaos test
 	// found New failing with "another home's descriptor").
-	p.retired = append(p.retired, p.homeAlso.Close)
-	p.homeAlso = &link.AlsoOn{}
+	p.retired = append(p.retired, p.homeAlso.Forget()...)
 	p.retired = append(p.retired, p.fence.close)
 	p.home, p.homeDesc, p.fence = h, desc, fence
 	p.homeAcc = append(p.homeAcc, peer)
@@ -753,7 +752,6 @@ func (p *Publisher) Close() error {
 		acc := p.homeAcc
 		p.homeAcc = nil
 		home := p.home
-		also := p.homeAlso
 		p.mu.Unlock()
 		if p.w != nil {
 			errs = append(errs, p.w.Close())
@@ -782,7 +780,7 @@ func (p *Publisher) Close() error {
 		if p.cq != nil {
 			errs = append(errs, p.cq.Close())
 		}
-		errs = append(errs, also.Close())
+		errs = append(errs, p.homeAlso.Close())
 		if home != nil {
 			errs = append(errs, home.Close())
 		}
