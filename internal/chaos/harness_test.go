@@ -43,6 +43,7 @@ type proc struct {
 
 	mu      sync.Mutex
 	stat    map[string]string // the latest STAT line
+	said    string            // the latest other line (READY, DONE, ERR …)
 	statAt  time.Time
 	stderr  strings.Builder
 	killed  bool // SIGKILLed: its record may lack its last ticks
@@ -278,6 +279,9 @@ func (h *harness) spawn(host int, name, role string, args ...string) *proc {
 				p.mu.Unlock()
 				continue
 			}
+			p.mu.Lock()
+			p.said = l
+			p.mu.Unlock()
 			p.lines <- l
 		}
 		close(p.lines)
@@ -404,10 +408,17 @@ func (h *harness) progress(after string, timeout time.Duration) {
 func (h *harness) pubStats() string {
 	var out []string
 	for _, p := range h.pubs {
-		if p != nil && p.alive() {
-			out = append(out, fmt.Sprintf("%s n=%s last=%s home=%s epoch=%s errs=%s", p.name,
-				p.field("n"), p.field("last"), p.field("home"), p.field("epoch"), p.field("errs")))
+		if p == nil {
+			continue
 		}
+		st := fmt.Sprintf("%s n=%s last=%s home=%s epoch=%s errs=%s", p.name,
+			p.field("n"), p.field("last"), p.field("home"), p.field("epoch"), p.field("errs"))
+		if !p.alive() {
+			p.mu.Lock()
+			st += fmt.Sprintf(" EXITED (%v) after saying %q", p.cmd.ProcessState, p.said)
+			p.mu.Unlock()
+		}
+		out = append(out, st)
 	}
 	return strings.Join(out, "; ")
 }
