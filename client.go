@@ -53,9 +53,10 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 		NATS: bus.NATSConfig{URLs: o.urls, EmbeddedListen: o.embeddedListen, User: o.user, Password: o.password,
 			Token: o.token, NKeySeedFile: o.nkeySeedFile, CredsFile: o.credsFile,
 			CAFile: o.caFile, CertFile: o.certFile, KeyFile: o.keyFile, WaitForServer: o.waitForServer},
-		Providers: link.Providers(),
-		Provider:  o.provider,
-		Logger:    &o.log,
+		Providers:     link.Providers(),
+		Provider:      o.provider,
+		Authorization: bus.Authorization{Publish: o.allowPub, Subscribe: o.allowSub},
+		Logger:        &o.log,
 	})
 	if err != nil {
 		return nil, wrap(err)

@@ -46,6 +46,9 @@ func TestConnect_BadOptions_FailWithErrInvalidOptionNamingTheOption(t *testing.T
 		{tickbus.WithPrefix(""), "WithPrefix"},
 		{tickbus.WithTCPListen("9000", ""), "WithTCPListen"},
 		{tickbus.WithConnectTimeout(0), "WithConnectTimeout"},
+		{tickbus.WithAllowPublish("t"), "WithAllowPublish"},
+		{tickbus.WithAllowPublish("t", "alice"), "WithAllowPublish"},
+		{tickbus.WithAllowSubscribe("", "*"), "WithAllowSubscribe"},
 		{nil, "Connect"},
 	} {
 		c, err := tickbus.Connect(context.Background(), tc.opt)

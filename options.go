@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/rdma"
@@ -33,6 +34,8 @@ type options struct {
 	tcpAdvertise   string
 	connectTimeout time.Duration
 	log            zerolog.Logger
+	allowPub       map[string][]string
+	allowSub       map[string][]string
 }
 
 // WithNATS connects to an external NATS server or cluster
@@ -99,6 +102,53 @@ func WithUserPassword(user, password string) Option {
 		o.user, o.password = user, password
 		return nil
 	}
+}
+
+// WithAllowPublish lets only the identities keys (public user nkeys,
+// "U…", or "*" for every signed identity) publish on topic ("*": every
+// topic); without any WithAllowPublish every signed identity may. The
+// node's own identity is the user nkey of WithCredentials or WithNKeySeed.
+// Repeatable. See SECURITY.md.
+func WithAllowPublish(topic string, keys ...string) Option {
+	return func(o *options) error {
+		if topic == "" || len(keys) == 0 {
+			return optErr("WithAllowPublish", fmt.Sprintf("%q %q", topic, keys), "a topic (or *) and at least one key")
+		}
+		if err := checkKeys("WithAllowPublish", keys); err != nil {
+			return err
+		}
+		if o.allowPub == nil {
+			o.allowPub = map[string][]string{}
+		}
+		o.allowPub[topic] = append(o.allowPub[topic], keys...)
+		return nil
+	}
+}
+
+// WithAllowSubscribe is WithAllowPublish for subscribing.
+func WithAllowSubscribe(topic string, keys ...string) Option {
+	return func(o *options) error {
+		if topic == "" || len(keys) == 0 {
+			return optErr("WithAllowSubscribe", fmt.Sprintf("%q %q", topic, keys), "a topic (or *) and at least one key")
+		}
+		if err := checkKeys("WithAllowSubscribe", keys); err != nil {
+			return err
+		}
+		if o.allowSub == nil {
+			o.allowSub = map[string][]string{}
+		}
+		o.allowSub[topic] = append(o.allowSub[topic], keys...)
+		return nil
+	}
+}
+
+func checkKeys(option string, keys []string) error {
+	for _, k := range keys {
+		if k != "*" && !nkeys.IsValidPublicUserKey(k) {
+			return optErr(option, fmt.Sprintf("%q", k), `a public user nkey (U…) or "*"`)
+		}
+	}
+	return nil
 }
 
 // WithToken authenticates with a token.

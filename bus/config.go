@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/rdma"
@@ -27,6 +28,7 @@ const (
 	DefaultLogEvery          = time.Minute
 	DefaultReconnectWait     = 100 * time.Millisecond
 	DefaultReconnectMax      = 5 * time.Second
+	DefaultMaxClockSkew      = time.Minute
 )
 
 // Config configures a Node. The zero value (plus nothing) runs an embedded
@@ -76,6 +78,18 @@ type Config struct {
 	OnPeerDown func(peer PeerInfo, reason error)
 	// Logger for control paths; default zerolog.Nop().
 	Logger *zerolog.Logger
+	// Key is the node's identity: a user nkey that signs every message.
+	// Default: the seed in NATS.NKeySeedFile or NATS.CredsFile (the NATS
+	// user's own key), else a key generated for this process.
+	Key nkeys.KeyPair
+	// Authorization says which identities may publish and subscribe on
+	// which topics; the zero value allows every identity that signs.
+	Authorization Authorization
+	// MaxClockSkew is how far a message's send time may be from this
+	// node's clock (default 1 minute); older messages are replays.
+	MaxClockSkew time.Duration
+
+	nodeIDGiven bool // NodeID was set, not generated
 }
 
 // NATSConfig says how to reach NATS.
@@ -118,6 +132,7 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.HostID) > 255 {
 		return c, fmt.Errorf("%w: HostID of %d bytes, want at most 255", ErrInvalidConfig, len(c.HostID))
 	}
+	c.nodeIDGiven = c.NodeID != ""
 	if c.NodeID == "" {
 		var b [6]byte
 		_, _ = rand.Read(b[:])
@@ -195,6 +210,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LogEvery < 0 {
 		return c, fmt.Errorf("%w: LogEvery %v, want > 0", ErrInvalidConfig, c.LogEvery)
+	}
+	if c.MaxClockSkew == 0 {
+		c.MaxClockSkew = DefaultMaxClockSkew
+	}
+	if c.MaxClockSkew < 0 {
+		return c, fmt.Errorf("%w: MaxClockSkew %v, want > 0", ErrInvalidConfig, c.MaxClockSkew)
+	}
+	if err := c.Authorization.validate(); err != nil {
+		return c, err
 	}
 	if c.Logger == nil {
 		nop := zerolog.Nop()

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/url"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +21,9 @@ func (n *Node) natsOptions() []nats.Option {
 	c := n.cfg.NATS
 	opts := []nats.Option{
 		nats.Name("tickbus " + n.self.ID),
+		// replies to this node come to _INBOX.<node id>.…, so a server's
+		// subject permissions can keep them from every other identity
+		nats.CustomInboxPrefix("_INBOX." + n.self.ID),
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(func(attempts int) time.Duration {
 			d := c.ReconnectWait
@@ -54,6 +60,15 @@ func (c NATSConfig) AuthOptions() ([]nats.Option, error) {
 	if c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
 	}
+	if c.User == "" && c.Token == "" && c.NKeySeedFile == "" && c.CredsFile == "" && loopbackOnly(c.URLs) {
+		// a tickbus embedded server on this host: its token is in the
+		// runtime dir (a server without authentication ignores it)
+		if dir, err := RuntimeDir(); err == nil {
+			if tok, err := readSecret(filepath.Join(dir, EmbeddedSecretFile)); err == nil {
+				opts = append(opts, nats.Token(string(tok)))
+			}
+		}
+	}
 	if c.CAFile != "" {
 		opts = append(opts, nats.RootCAs(c.CAFile))
 	}
@@ -61,6 +76,31 @@ func (c NATSConfig) AuthOptions() ([]nats.Option, error) {
 		opts = append(opts, nats.ClientCert(c.CertFile, c.KeyFile))
 	}
 	return opts, nil
+}
+
+// loopbackOnly reports whether every URL names a loopback host and none
+// carries credentials of its own.
+func loopbackOnly(urls []string) bool {
+	if len(urls) == 0 {
+		return false
+	}
+	for _, s := range urls {
+		for _, one := range strings.Split(s, ",") {
+			one = strings.TrimSpace(one)
+			if !strings.Contains(one, "://") {
+				one = "nats://" + one
+			}
+			u, err := url.Parse(one)
+			if err != nil || u.User != nil {
+				return false
+			}
+			h := u.Hostname()
+			if ip := net.ParseIP(h); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // dialWait dials until it connects, ctx ends, or WaitForServer is off.
@@ -97,6 +137,7 @@ func (n *Node) dial() (*nats.Conn, error) {
 	url := strings.Join(c.URLs, ",")
 	if n.srv != nil {
 		url = n.srv.ClientURL()
+		opts = append(opts, nats.Token(n.token))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

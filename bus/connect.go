@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,6 +33,10 @@ func (n *Node) Connect(ctx context.Context, node string, req ConnectRequest) (Co
 		return ConnectReply{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	r, err := n.request(ctx, n.subject("qp", node), w, "acc")
+	if err == nil && r.Node.ID != node {
+		err = &refusal{peer: r.Node.ID, err: fmt.Errorf("%w: connect to %s answered by %s", ErrIdentity, node, r.Node.ID)}
+		n.badInput("acc", err)
+	}
 	if err != nil {
 		n.counters.connectsFailed.Add(1)
 		return ConnectReply{}, err
@@ -54,13 +59,24 @@ func (n *Node) Connect(ctx context.Context, node string, req ConnectRequest) (Co
 // requests and errors). The accept handler runs on its own goroutine.
 func (n *Node) onConnect(req micro.Request) {
 	n.counters.messagesIn.Add(1)
-	w, err := decode(req.Data())
+	w, err := n.open(req.Subject(), req.Data())
 	if err == nil && w.Kind != kindConnect {
 		err = fmt.Errorf("%w: kind %q on connect subject", ErrMalformed, w.Kind)
 	}
 	if err != nil {
 		n.badInput("conn", err)
-		n.respond(req, &wireMsg{Kind: kindError, Code: codeMalformed, Err: err.Error()})
+		code := codeMalformed
+		if r := (*refusal)(nil); errors.As(err, &r) {
+			code = codeRefused
+			n.counters.connectsRefused.Add(1)
+		}
+		n.respond(req, &wireMsg{Kind: kindError, Code: code, Err: err.Error()})
+		return
+	}
+	if err := n.authorize(w); err != nil {
+		n.badInput("conn", err)
+		n.counters.connectsRefused.Add(1)
+		n.respond(req, &wireMsg{Kind: kindError, Code: codeRefused, Err: err.Error()})
 		return
 	}
 	cr := ConnectRequest{Topic: w.Topic, Kind: TargetKind(w.Target), ID: w.ID, From: w.peer(), Endpoint: w.ep, Data: w.Data}
@@ -125,8 +141,7 @@ func (n *Node) respond(req micro.Request, w *wireMsg) {
 	if req.Reply() == "" {
 		return // a plain publish on the connect subject: nobody to answer
 	}
-	w.Node = nodeOf(n.self)
-	b, err := encode(w)
+	b, err := n.seal(req.Reply(), w)
 	if err == nil {
 		err = req.Respond(b)
 	}

@@ -34,12 +34,19 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		n.badInput("unknown-subject", fmt.Errorf("%w: subject %q", ErrMalformed, m.Subject))
 		return
 	}
-	w, err := decode(m.Data)
+	if n.isOwnEcho(m.Data) {
+		return
+	}
+	w, err := n.open(m.Subject, m.Data)
 	if err != nil {
 		n.badInput(kind, err)
 		return
 	}
 	if err := checkSubject(kind, topic, w); err != nil {
+		n.badInput(kind, err)
+		return
+	}
+	if err := n.authorize(w); err != nil {
 		n.badInput(kind, err)
 		return
 	}
@@ -142,6 +149,7 @@ func (n *Node) peerDownLocked(p *peer, reason error) {
 		return
 	}
 	delete(n.peers, p.info.ID)
+	n.trust.release(p.info.ID)
 	n.log.Info().Str("peer", p.info.ID).Err(reason).Msg("bus: peer down")
 	prefix := p.info.ID + "/"
 	for topic, m := range n.subs {

@@ -7,8 +7,10 @@
 // # Connection
 //
 // Open with a zero NATSConfig runs an embedded nats-server (loopback, random
-// port, JetStream in a temporary directory removed at Close); Node.ClientURL gives its URL so that
-// other nodes and NATS tools can join it. With URLs the node connects to an
+// port, JetStream in a temporary directory removed at Close) that requires
+// this user's token (EmbeddedToken, kept in RuntimeDir); Node.ClientURL gives its URL with
+// the token so that other nodes and NATS tools can join it, and a node
+// dialling a loopback server without credentials presents the token itself. With URLs the node connects to an
 // external server or cluster with user/password, token, nkey seed file,
 // creds file and TLS as configured (NATSConfig.WaitForServer lets Open wait
 // for a server that is not up yet). It reconnects forever with capped,
@@ -44,13 +46,25 @@
 //
 // # Wire format
 //
-// Every message is one JSON envelope, version WireVersion, at most
-// MaxMessageSize bytes; descriptors inside it are opaque bytes versioned by
-// their owners (rdma.Endpoint's binary form, ring descriptors). Anything that
-// does not decode, has another version, is too large, is on the wrong
-// subject, or is rejected by a spec's validator is ignored, counted in
-// Stats.Ignored per subject kind, and logged at most once per LogEvery per
-// subject kind and error class.
+// Every message is one JSON message, version WireVersion, inside a signed
+// envelope (EnvelopeVersion), at most MaxMessageSize bytes; descriptors
+// inside it are opaque bytes versioned by their owners (rdma.Endpoint's
+// binary form, ring descriptors). Anything that does not decode, has another
+// version, is too large, is on the wrong subject, or is rejected by a spec's
+// validator is ignored, counted in Stats.Ignored per subject kind, and logged
+// at most once per LogEvery per subject kind and error class.
+//
+// # Identity and authorization
+//
+// Each node signs every message with its user nkey (Config.Key, the seed of
+// NATSConfig.NKeySeedFile or CredsFile, a key kept per configured node id,
+// or a generated one). A receiver checks the signature over the subject and
+// the message, binds a node id to the first key it sees for it, and refuses
+// replays (a per-node sequence within a window, an incarnation, a send time
+// within MaxClockSkew) and identities Config.Authorization does not allow on
+// the topic; each refusal counts in Stats.Rejected (and Stats.Ignored) and
+// is logged once per peer, kind and class. Connect requests are admitted the
+// same way before any AcceptFunc runs. SECURITY.md has the threat model.
 //
 // # Topic homes
 //

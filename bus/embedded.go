@@ -13,8 +13,9 @@ import (
 // startEmbedded runs a nats-server in this process: listen address as
 // given, JetStream (homes are elected in its key-value buckets) with its
 // store in a fresh temporary directory the caller removes after Shutdown,
-// no logging, no signal handlers.
-func startEmbedded(listen, name string) (*server.Server, string, error) {
+// no logging, no signal handlers. Clients must present token (see
+// embeddedToken); "" would let anyone in.
+func startEmbedded(listen, name, token string) (*server.Server, string, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: embedded listen %q: %v", ErrConnect, listen, err)
@@ -42,6 +43,8 @@ func startEmbedded(listen, name string) (*server.Server, string, error) {
 		JetStreamMaxMemory: 64 << 20,
 		JetStreamMaxStore:  256 << 20,
 		HTTPPort:           0,
+		// Authorization is the token every client must present.
+		Authorization: token,
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

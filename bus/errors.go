@@ -52,4 +52,15 @@ var (
 	ErrNoJetStream = errors.New("bus: JetStream is not enabled on the NATS server")
 	// ErrNoPeer: no node answered a request (not running or unreachable).
 	ErrNoPeer = errors.New("bus: peer did not answer")
+	// ErrUnauthenticated: a message is unsigned, mis-signed, or names a key
+	// other than the one that signed it.
+	ErrUnauthenticated = errors.New("bus: unsigned or mis-signed message")
+	// ErrReplayed: a signed message was seen before, is too old for the
+	// replay window, or comes from an older incarnation.
+	ErrReplayed = errors.New("bus: replayed or stale message")
+	// ErrIdentity: a message names a node id bound to another key.
+	ErrIdentity = errors.New("bus: node id bound to another key")
+	// ErrForbidden: the signer's identity is not allowed on the topic
+	// (Config.Authorization).
+	ErrForbidden = errors.New("bus: identity not allowed on topic")
 )

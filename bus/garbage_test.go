@@ -102,12 +102,13 @@ func TestNode_Garbage_OnEverySubject_LoggedOnceIgnoredCounted(t *testing.T) {
 		}
 		want[kinds[subj]] = uint64(reps*len(payloads) + 2)
 	}
-	// a well-formed announcement whose ring descriptor names a region that
-	// cannot hold the ring: rejected by the publisher's validator
+	// a well-formed, signed announcement whose ring descriptor names a
+	// region that cannot hold the ring: rejected by the publisher's validator
 	forged := fmt.Sprintf(`{"v":1,"kind":"sub","node":{"id":"forger","host":"h","inc":1},"topic":"T","id":"s","mode":"lossy","desc":%q}`,
 		b64(ringDesc(t, false)))
+	kp, _ := newKey(t)
 	for range reps {
-		require.NoError(t, raw.Publish("tickbus.d.sub.T", []byte(forged)))
+		require.NoError(t, raw.Publish("tickbus.d.sub.T", forge(t, kp, "tickbus.d.sub.T", forged)))
 	}
 	want["sub"]++ // the same announcement again is not news: validated once
 	require.NoError(t, raw.Flush())

@@ -258,9 +258,12 @@ func (n *Node) dropHome(p *Publication) {
 // onHomeQuery answers a query on P.home.<topic>.
 func (n *Node) onHomeQuery(topic string, m *nats.Msg) {
 	n.counters.messagesIn.Add(1)
-	w, err := decode(m.Data)
+	w, err := n.open(m.Subject, m.Data)
 	if err == nil && (w.Kind != kindHomeQuery || w.Topic != topic) {
 		err = fmt.Errorf("%w: kind %q topic %q on home subject of %q", ErrMalformed, w.Kind, w.Topic, topic)
+	}
+	if err == nil {
+		err = n.authorize(w)
 	}
 	if err != nil {
 		n.badInput("homeq", err)
@@ -322,8 +325,7 @@ func (n *Node) FindHome(ctx context.Context, topic string) (HomeInfo, error) {
 // request sends w to subj and decodes the reply; no responder or no answer
 // in time is ErrNoPeer.
 func (n *Node) request(ctx context.Context, subj string, w *wireMsg, replyKind string) (*wireMsg, error) {
-	w.Node = nodeOf(n.self)
-	b, err := encode(w)
+	b, err := n.seal(subj, w)
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +342,10 @@ func (n *Node) request(ctx context.Context, subj string, w *wireMsg, replyKind s
 	case err != nil:
 		return nil, fmt.Errorf("%w: request %s: %v", ErrNoPeer, subj, err)
 	}
-	r, err := decode(m.Data)
+	r, err := n.open(m.Subject, m.Data)
+	if err == nil {
+		err = n.authorize(r)
+	}
 	if err != nil {
 		n.badInput(replyKind, err)
 		return nil, err

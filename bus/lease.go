@@ -88,6 +88,13 @@ func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err err
 		return nil, nil, fmt.Errorf("%w: watch %s_seqs: %v", ErrConnect, base, err)
 	}
 	n.leases, n.seqs = leases, seqs
+	if st, err := leases.Status(ctx); err == nil {
+		replicas := 0
+		if ks, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+			replicas = ks.StreamInfo().Config.Replicas
+		}
+		n.log.Info().Str("bucket", st.Bucket()).Int("replicas", replicas).Dur("lease_ttl", st.TTL()).Msg("bus: home buckets ready")
+	}
 	n.wg.Add(3)
 	go n.watchLeases(lw)
 	go n.watchRecords(sw)

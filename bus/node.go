@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,11 +28,15 @@ type Node struct {
 
 	srv     *server.Server // embedded server; nil with URLs
 	srvDir  string         // its JetStream store, removed at Close
+	token   string         // the embedded server's token
 	nc      *nats.Conn
 	svc     micro.Service
 	disc    *nats.Subscription // P.d.>: every discovery message, in order
 	events  *eventQueue        // Config.OnPeerDown
 	limiter *rateLog
+	id      identity      // this node's key: signs every message
+	trust   *trust        // other nodes' keys, bindings and replay state
+	sendSeq atomic.Uint64 // sequence of the last message sealed
 
 	ctx    context.Context // ends at Close; bounds accept handlers
 	cancel context.CancelFunc
@@ -73,11 +78,17 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	id, err := loadIdentity(cfg)
+	if err != nil {
+		return nil, err
+	}
 	n := &Node{
 		cfg:       cfg,
 		log:       cfg.Logger.With().Str("node", cfg.NodeID).Logger(),
-		self:      PeerInfo{ID: cfg.NodeID, HostID: cfg.HostID, Incarnation: uint64(time.Now().UnixNano()), Providers: cfg.Providers},
+		self:      PeerInfo{ID: cfg.NodeID, HostID: cfg.HostID, Incarnation: uint64(time.Now().UnixNano()), Providers: cfg.Providers, Key: id.pub},
 		limiter:   newRateLog(cfg.LogEvery),
+		id:        id,
+		trust:     newTrust(cfg.MaxClockSkew, cfg.NodeID, id.pub),
 		peers:     map[string]*peer{},
 		subs:      map[string]map[string]SubscriberInfo{},
 		pubs:      map[string]map[string]PublisherInfo{},
@@ -103,7 +114,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if len(cfg.NATS.URLs) == 0 {
-		if n.srv, n.srvDir, err = startEmbedded(cfg.NATS.EmbeddedListen, "tickbus-"+cfg.NodeID); err != nil {
+		if n.token, err = embeddedToken(); err != nil {
+			return fail(fmt.Errorf("%w: embedded server secret: %w", ErrConnect, err))
+		}
+		if n.srv, n.srvDir, err = startEmbedded(cfg.NATS.EmbeddedListen, "tickbus-"+cfg.NodeID, n.token); err != nil {
 			return fail(err)
 		}
 	}
@@ -141,13 +155,23 @@ func (n *Node) Info() PeerInfo { return n.self }
 // Prefix is the subject prefix.
 func (n *Node) Prefix() string { return n.cfg.Prefix }
 
-// ClientURL is the URL of the embedded server (other nodes and NATS tools
-// may connect to it), or the URL of the server this node is connected to.
+// ClientURL is the URL of the embedded server, with its token
+// (nats://<token>@127.0.0.1:port: other nodes and NATS tools connect with
+// it, so hand it over as a secret), or the URL of the server this node is
+// connected to. ServerURL is the same without the token.
 func (n *Node) ClientURL() string {
+	if n.srv != nil {
+		return strings.Replace(n.srv.ClientURL(), "nats://", "nats://"+n.token+"@", 1)
+	}
+	return n.nc.ConnectedUrl()
+}
+
+// ServerURL is ClientURL without credentials, fit for logs.
+func (n *Node) ServerURL() string {
 	if n.srv != nil {
 		return n.srv.ClientURL()
 	}
-	return n.nc.ConnectedUrl()
+	return n.nc.ConnectedUrlRedacted()
 }
 
 // Connected reports whether the NATS connection is up now.
@@ -232,8 +256,7 @@ func (n *Node) subject(tokens ...string) string {
 // publish stamps w with this node and publishes it; errors are logged (the
 // connection buffers while reconnecting).
 func (n *Node) publish(subj string, w *wireMsg) {
-	w.Node = nodeOf(n.self)
-	b, err := encode(w)
+	b, err := n.seal(subj, w)
 	if err == nil {
 		err = n.nc.Publish(subj, b)
 	}
@@ -277,13 +300,18 @@ func (n *Node) heartbeatLoop() {
 	}
 }
 
-// badInput counts and logs (rate-limited per subject kind and class) a
-// message that was ignored.
+// badInput counts and logs (rate-limited per subject kind and class, and
+// per peer for a security refusal) a message that was ignored.
 func (n *Node) badInput(kind string, err error) {
 	n.counters.ignore(kind)
 	class := errClass(err)
-	if ok, held := n.limiter.allow(kind+"/"+class, time.Now()); ok {
-		n.log.Warn().Str("kind", kind).Str("class", class).Int("suppressed", held).
+	key, peer := kind+"/"+class, ""
+	if r := (*refusal)(nil); errors.As(err, &r) {
+		n.counters.reject(kind)
+		key, peer = key+"/"+r.peer, r.peer
+	}
+	if ok, held := n.limiter.allow(key, time.Now()); ok {
+		n.log.Warn().Str("kind", kind).Str("class", class).Str("peer", peer).Int("suppressed", held).
 			Err(err).Msg("bus: ignored bad message")
 	}
 }

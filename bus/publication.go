@@ -147,7 +147,15 @@ func (p *Publication) info() PublisherInfo {
 	return PublisherInfo{Topic: p.spec.Topic, ID: p.spec.ID, Node: p.n.self, Data: p.spec.Data}
 }
 
+// announce publishes the publisher, unless it was closed: under n.mu, so
+// that no announcement (a re-announcement for a "who") can follow the
+// withdrawal Close sends.
 func (p *Publication) announce() {
+	p.n.mu.Lock()
+	defer p.n.mu.Unlock()
+	if p.closed {
+		return
+	}
 	p.n.publish(p.n.subject("d", kindPub, p.spec.Topic),
 		&wireMsg{Kind: kindPub, Topic: p.spec.Topic, ID: p.spec.ID, Data: p.spec.Data})
 }

@@ -45,6 +45,14 @@ func errClass(err error) string {
 		return "too-large"
 	case errors.Is(err, ErrUnknownVersion):
 		return "unknown-version"
+	case errors.Is(err, ErrUnauthenticated):
+		return "unauthenticated"
+	case errors.Is(err, ErrReplayed):
+		return "replayed"
+	case errors.Is(err, ErrIdentity):
+		return "identity"
+	case errors.Is(err, ErrForbidden):
+		return "forbidden"
 	case errors.Is(err, ErrRejected):
 		return "rejected"
 	case errors.Is(err, ErrMalformed):

@@ -34,6 +34,11 @@ type Stats struct {
 	ConnectsServed  uint64            `json:"connects_served"`
 	ConnectsRefused uint64            `json:"connects_refused"`
 	Ignored         map[string]uint64 `json:"ignored"` // bad messages ignored, per subject kind
+	// Rejected counts, per message kind, messages ignored because they
+	// failed a security check: unsigned or mis-signed, replayed, a node id
+	// signed by another key, or an identity not allowed on the topic. Each
+	// is counted in Ignored too.
+	Rejected map[string]uint64 `json:"rejected"`
 	// DiscoveryDropped counts discovery messages the NATS client dropped
 	// because this node could not keep up (slow consumer).
 	DiscoveryDropped int `json:"discovery_dropped"`
@@ -44,8 +49,18 @@ type counters struct {
 	connectsMade, connectsFailed                atomic.Uint64
 	connectsServed, connectsRefused             atomic.Uint64
 
-	mu      sync.Mutex
-	ignored map[string]uint64
+	mu       sync.Mutex
+	ignored  map[string]uint64
+	rejected map[string]uint64
+}
+
+func (c *counters) reject(kind string) {
+	c.mu.Lock()
+	if c.rejected == nil {
+		c.rejected = map[string]uint64{}
+	}
+	c.rejected[kind]++
+	c.mu.Unlock()
 }
 
 func (c *counters) ignore(kind string) {
@@ -73,6 +88,7 @@ func (n *Node) Stats() Stats {
 		ConnectsServed:  c.connectsServed.Load(),
 		ConnectsRefused: c.connectsRefused.Load(),
 		Ignored:         map[string]uint64{},
+		Rejected:        map[string]uint64{},
 	}
 	if d, err := n.disc.Dropped(); err == nil {
 		s.DiscoveryDropped = d
@@ -80,6 +96,9 @@ func (n *Node) Stats() Stats {
 	c.mu.Lock()
 	for k, v := range c.ignored {
 		s.Ignored[k] = v
+	}
+	for k, v := range c.rejected {
+		s.Rejected[k] = v
 	}
 	c.mu.Unlock()
 	for _, p := range n.Peers() {

@@ -115,7 +115,15 @@ func (s *Subscription) info() SubscriberInfo {
 	return SubscriberInfo{Topic: s.spec.Topic, ID: s.spec.ID, Node: s.n.self, Mode: s.spec.Mode, Ring: s.spec.Ring}
 }
 
+// announce publishes the subscriber, unless it was closed: under n.mu, so
+// that no announcement (a re-announcement for a "who") can follow the
+// withdrawal Close sends.
 func (s *Subscription) announce() {
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	if s.closed {
+		return
+	}
 	s.n.publish(s.n.subject("d", kindSub, s.spec.Topic),
 		&wireMsg{Kind: kindSub, Topic: s.spec.Topic, ID: s.spec.ID, Mode: string(s.spec.Mode), Desc: s.spec.Ring})
 }

@@ -27,6 +27,9 @@ type PeerInfo struct {
 	// restarts under the same ID has a new one.
 	Incarnation uint64
 	Providers   []string // rdma providers the node can open
+	// Key is the node's identity: its public user nkey ("U…"), which signs
+	// every message the node sends. The bus checks it; Authorization names it.
+	Key string
 }
 
 // SubscriberInfo is a subscriber of a topic as its node announced it.

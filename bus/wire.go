@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/tickbus/tickbus/rdma"
 )
 
@@ -13,6 +15,9 @@ import (
 //
 //	{"v":1,"kind":"sub","node":{"id":"…","host":"…","inc":…,"prov":["shm","tcp"]},
 //	 "topic":"…","id":"…","mode":"lossy","desc":"<base64>",…}
+//
+// Every message travels inside a signed envelope (see EnvelopeVersion);
+// node.key, seq and ts are what the envelope's checks read.
 //
 // Descriptors inside it (ring, home, regions, rdma.Endpoint) are opaque
 // bytes with their own versions.
@@ -51,6 +56,7 @@ type wireNode struct {
 	Host string   `json:"host"`
 	Inc  uint64   `json:"inc"`
 	Prov []string `json:"prov,omitempty"`
+	Key  string   `json:"key,omitempty"` // public user nkey; must sign the envelope
 }
 
 // wireMsg is the one envelope of every bus message; kind says which fields
@@ -68,16 +74,18 @@ type wireMsg struct {
 	EP     []byte   `json:"ep,omitempty"`
 	Code   string   `json:"code,omitempty"`
 	Err    string   `json:"err,omitempty"`
+	Seq    uint64   `json:"seq,omitempty"` // per node incarnation, from 1, against replay
+	TS     int64    `json:"ts,omitempty"`  // send time, Unix ns, against replay
 
 	ep rdma.Endpoint // decoded EP, for conn and acc
 }
 
 func (w *wireMsg) peer() PeerInfo {
-	return PeerInfo{ID: w.Node.ID, HostID: w.Node.Host, Incarnation: w.Node.Inc, Providers: w.Node.Prov}
+	return PeerInfo{ID: w.Node.ID, HostID: w.Node.Host, Incarnation: w.Node.Inc, Providers: w.Node.Prov, Key: w.Node.Key}
 }
 
 func nodeOf(p PeerInfo) wireNode {
-	return wireNode{ID: p.ID, Host: p.HostID, Inc: p.Incarnation, Prov: p.Providers}
+	return wireNode{ID: p.ID, Host: p.HostID, Inc: p.Incarnation, Prov: p.Providers, Key: p.Key}
 }
 
 // encode marshals w with version WireVersion.
@@ -132,6 +140,9 @@ func bad(format string, args ...any) error {
 func (w *wireMsg) validate() error {
 	if !validToken(w.Node.ID) {
 		return bad("%s: node id %q", w.Kind, w.Node.ID)
+	}
+	if w.Node.Key != "" && !nkeys.IsValidPublicUserKey(w.Node.Key) {
+		return bad("%s: node key %.64q", w.Kind, w.Node.Key)
 	}
 	if len(w.Node.Host) > maxHostLen {
 		return bad("%s: host id of %d bytes", w.Kind, len(w.Node.Host))

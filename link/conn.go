@@ -38,7 +38,16 @@ type Conn struct {
 
 // Open makes a completion queue and a reliable-connected queue pair on dev
 // sized by p; the pair still has to be connected to its peer.
-func Open(dev rdma.Device, p Profile) (Conn, error) {
+func Open(dev rdma.Device, p Profile) (Conn, error) { return open(dev, p, false) }
+
+// OpenConfined is Open for a queue pair whose peer reaches only the
+// regions granted to it (rdma.QPConfig.Confined), where dev can confine
+// (rdma.Caps.GrantPerQP); elsewhere it is Open.
+func OpenConfined(dev rdma.Device, p Profile) (Conn, error) {
+	return open(dev, p, dev.Caps().GrantPerQP)
+}
+
+func open(dev rdma.Device, p Profile, confined bool) (Conn, error) {
 	if p.SendDepth <= 0 || p.RecvDepth <= 0 || p.CQDepth <= 0 {
 		return Conn{}, fmt.Errorf("%w: send %d, recv %d, cq %d, want all > 0", ErrInvalidProfile, p.SendDepth, p.RecvDepth, p.CQDepth)
 	}
@@ -46,7 +55,7 @@ func Open(dev rdma.Device, p Profile) (Conn, error) {
 	if err != nil {
 		return Conn{}, err
 	}
-	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: p.SendDepth, RecvDepth: p.RecvDepth})
+	qp, err := dev.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: p.SendDepth, RecvDepth: p.RecvDepth, Confined: confined})
 	if err != nil {
 		_ = cq.Close()
 		return Conn{}, err

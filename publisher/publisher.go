@@ -337,12 +337,22 @@ func (p *Publisher) fenceHome(desc []byte) {
 
 // acceptHome serves another publisher's connect to our home.
 func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
-	dev, desc, err := p.homeDeviceFor(req.Endpoint.Provider)
+	dev, mr, desc, err := p.homeDeviceFor(req.Endpoint.Provider)
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
 	c, err := newConn(dev)
 	if err != nil {
+		return bus.ConnectReply{}, err
+	}
+	// the peer reaches the home's region only: all of it for a publisher
+	// (claims and journal writes), reads for anyone else (a subscriber)
+	access := rdma.AccessRemoteRead
+	if p.node.Authorization().CanPublish(req.From.Key, p.cfg.Topic) {
+		access = rdma.AccessRemote
+	}
+	if err := ring.Grant(c.qp, mr, access); err != nil {
+		_ = c.close()
 		return bus.ConnectReply{}, err
 	}
 	if err := c.qp.Connect(ctx, req.Endpoint); err != nil {
@@ -365,7 +375,17 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 	return bus.ConnectReply{Endpoint: c.qp.LocalEndpoint(), Region: desc, Data: counter[:]}, nil
 }
 
+// newConn makes a confined queue pair: its peer reaches only what is
+// granted to it (the home's region, a reliable subscriber's credit cells),
+// or nothing.
 func newConn(dev rdma.Device) (conn, error) {
+	c, err := link.OpenConfined(dev, link.Writer)
+	return conn{qp: c.QP, cq: c.CQ}, err
+}
+
+// newOpenConn makes a queue pair whose peer reaches every remote region of
+// dev: only for a loopback pair within this process.
+func newOpenConn(dev rdma.Device) (conn, error) {
 	c, err := link.Open(dev, link.Writer)
 	return conn{qp: c.QP, cq: c.CQ}, err
 }
@@ -411,7 +431,7 @@ func (p *Publisher) dialHome(ctx context.Context, hi bus.HomeInfo, timeout time.
 		}
 		dev = d
 	}
-	hc, err := link.Open(dev, link.Writer)
+	hc, err := link.OpenConfined(dev, link.Writer) // the home reaches nothing here
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("publisher: %w", err)
 	}
@@ -419,7 +439,10 @@ func (p *Publisher) dialHome(ctx context.Context, hi bus.HomeInfo, timeout time.
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if hi.Local {
-		peer, err := newConn(dev)
+		// the home's side of a loopback pair: its peer is our own writer
+		// (the home may be another Publisher's of this node), so it is not
+		// confined
+		peer, err := newOpenConn(dev)
 		if err != nil {
 			return nil, qp, cq, fmt.Errorf("publisher: %w", err)
 		}

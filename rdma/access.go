@@ -1,6 +1,9 @@
 package rdma
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Access is the set of rights a MemoryRegion grants, as ibv_access_flags.
 type Access uint32
@@ -43,4 +46,19 @@ func (a Access) String() string {
 		}
 	}
 	return strings.Join(parts, "|")
+}
+
+// CheckGrant is what every provider checks of a Grant of access on a
+// region that gives have: remote rights only, at least one, all of them in
+// have.
+func CheckGrant(have, access Access) error {
+	switch {
+	case access == 0:
+		return fmt.Errorf("%w: no right granted", ErrGrant)
+	case access&^AccessRemote != 0:
+		return fmt.Errorf("%w: %s includes local rights", ErrGrant, access)
+	case !have.Has(access):
+		return fmt.Errorf("%w: %s, but the region gives only %s", ErrGrant, access, have)
+	}
+	return nil
 }

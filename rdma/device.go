@@ -38,6 +38,9 @@ type Caps struct {
 	Atomic       AtomicCap // against what remote atomics are atomic
 	ShareMemory  bool      // regions are memfd-backed and mappable by a peer
 	CrossProcess bool      // peers may be other processes
+	// GrantPerQP: QueuePair.Grant and QPConfig.Confined confine a queue
+	// pair's peer to its grants.
+	GrantPerQP bool
 }
 
 // Device is an opened provider instance: it registers memory and makes
@@ -132,6 +135,10 @@ type QPConfig struct {
 	// SignalAll completes every request, as sq_sig_all; otherwise only those
 	// with FlagSignaled (and every error) complete.
 	SignalAll bool
+	// Confined: the peer reaches no region of this device until Grant gives
+	// it one (see QueuePair.Grant); for queue pairs whose peer has nothing
+	// to reach, and those granted everything before Connect.
+	Confined bool
 }
 
 // Validate checks the parts of cfg every provider needs.
@@ -147,6 +154,8 @@ func (c QPConfig) Validate(caps Caps) error {
 		return fmt.Errorf("%w: RecvDepth %d, want 0..%d", ErrInvalidConfig, c.RecvDepth, caps.MaxQPDepth)
 	case c.MaxInline < 0 || c.MaxInline > caps.MaxInline:
 		return fmt.Errorf("%w: MaxInline %d, want 0..%d", ErrInvalidConfig, c.MaxInline, caps.MaxInline)
+	case c.Confined && !caps.GrantPerQP:
+		return fmt.Errorf("%w: Confined, but this device cannot confine a queue pair to its grants", ErrNotSupported)
 	}
 	return nil
 }
@@ -168,6 +177,17 @@ type QueuePair interface {
 	PostSend(wr *WorkRequest) error
 	// PostRecv queues a receive for an incoming SEND or WRITE_WITH_IMM.
 	PostRecv(rr *RecvRequest) error
+	// Grant lets this queue pair's peer reach mr, a region of the same
+	// device, with access (remote rights only, a subset of mr's), and
+	// returns the RemoteRegion the peer names it by. A queue pair never
+	// granted anything reaches every remote-accessible region of its
+	// device, as every QP of one verbs protection domain does; its first
+	// Grant confines it to what it was granted (on verbs: a type 2 memory
+	// window bound to the QP, whose rkey works on no other QP). Grant before
+	// Connect, or after: a region granted later becomes reachable when Grant
+	// returns. An op on an ungranted region, or beyond the granted access,
+	// completes with StatusRemoteAccess, the memory untouched.
+	Grant(mr MemoryRegion, access Access) (RemoteRegion, error)
 	// Close moves the QP to CLOSED, flushes what is outstanding and releases
 	// the connection. Idempotent; safe while another goroutine polls.
 	Close() error

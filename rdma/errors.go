@@ -18,4 +18,7 @@ var (
 	ErrMalformed        = errors.New("rdma: malformed descriptor")
 	ErrUnknownVersion   = errors.New("rdma: unknown descriptor version")
 	ErrCompletion       = errors.New("rdma: completion error")
+	// ErrGrant: a Grant named a region of another device, a closed one, or
+	// rights the region does not give.
+	ErrGrant = errors.New("rdma: invalid grant")
 )

@@ -455,6 +455,11 @@ func (w *Writer) AddTarget(t Target) (CreditDesc, error) {
 		if len(w.cellsFree) == 0 {
 			return CreditDesc{}, fmt.Errorf("%w: %d in use", ErrNoCreditCell, w.maxTargets())
 		}
+		// The subscriber writes its position over t.QP: give its peer
+		// the credit cells (all of them: one region; see SECURITY.md).
+		if err := Grant(t.QP, regs.credits, rdma.AccessRemoteWrite); err != nil {
+			return CreditDesc{}, err
+		}
 		nt.cellIdx = w.cellsFree[len(w.cellsFree)-1]
 		w.cellsFree = w.cellsFree[:len(w.cellsFree)-1]
 		nt.cell = at[creditCell](w.cellsMem, nt.cellIdx*CreditCellSize)

@@ -47,7 +47,9 @@ func TestProviders_ShmAndTCPInOneTopic_OneOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	open := func(id, host, url string) (*bus.Node, *link.Devices) {
-		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: host, NATS: bus.NATSConfig{URLs: nilIfEmpty(url)}})
+		// a long lease: on a starved test machine a 1 s lease may rightly be
+		// lost (and the home fail over), which is not what this test is about
+		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: host, NATS: bus.NATSConfig{URLs: nilIfEmpty(url)}, LeaseTTL: 5 * time.Second})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = n.Close() })
 		d := link.NewDevices(link.DevicesConfig{HostID: host})

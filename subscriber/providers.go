@@ -12,25 +12,26 @@ import (
 // deviceFor returns the device a publisher connecting over provider uses
 // and the ring's descriptor on it: the ring's own device, or another one
 // on which the same memory is registered the first time a publisher comes
-// over it (shm publishers on this host, tcp ones elsewhere, one ring).
-func (s *Subscriber) deviceFor(provider string) (rdma.Device, []byte, error) {
+// over it (shm publishers on this host, tcp ones elsewhere, one ring), and
+// the ring's region on that device, which the publisher's QP is granted.
+func (s *Subscriber) deviceFor(provider string) (rdma.Device, rdma.MemoryRegion, []byte, error) {
 	if provider == s.dev.Provider() {
 		desc, err := s.ring.Desc().MarshalBinary()
-		return s.dev, desc, err
+		return s.dev, s.ring.Region(), desc, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, nil, ErrClosed
+		return nil, nil, nil, ErrClosed
 	}
 	r, created, err := s.also.Get(s.devs, provider, link.Marshalled(s.ring.RegisterOn))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: publisher came over %s: %w", ErrRefused, provider, err)
+		return nil, nil, nil, fmt.Errorf("%w: publisher came over %s: %w", ErrRefused, provider, err)
 	}
 	if created {
 		s.log.Info().Str("provider", provider).Str("ring_provider", s.dev.Provider()).Msg("subscriber: ring registered on a second provider")
 	}
-	return r.Device, r.Desc, nil
+	return r.Device, r.MR, r.Desc, nil
 }
 
 // providersInUse is the set of providers publishers write into the ring

@@ -304,11 +304,18 @@ func New(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config, h 
 // connected to the publisher's, and the ring's descriptor.
 func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
 	prov := req.Endpoint.Provider
-	dev, desc, err := s.deviceFor(prov)
+	dev, mr, desc, err := s.deviceFor(prov)
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
-	lc, err := link.Open(dev, link.Responder)
+	// the publisher's peer reaches the ring, nothing else of this device
+	lc, err := link.OpenConfined(dev, link.Responder)
+	if err == nil {
+		err = ring.Grant(lc.QP, mr, mr.Access()&rdma.AccessRemote)
+		if err != nil {
+			_ = lc.Close()
+		}
+	}
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
@@ -632,7 +639,7 @@ func (s *Subscriber) askCounter(ctx context.Context, node bus.PeerInfo) (uint64,
 	if err != nil {
 		return 0, err
 	}
-	c, err := link.Open(dev, link.Query)
+	c, err := link.OpenConfined(dev, link.Query) // the home reaches nothing here
 	if err != nil {
 		return 0, err
 	}

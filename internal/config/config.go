@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/tick"
@@ -77,7 +79,24 @@ type Bus struct {
 	CAFile            string        `yaml:"ca_file"`
 	CertFile          string        `yaml:"cert_file"`
 	KeyFile           string        `yaml:"key_file"`
+	// Authorization says which identities (public user nkeys, U…) may
+	// publish and subscribe on which topics ("*": every topic); an empty
+	// list allows every identity that signs its messages (the default).
+	Authorization Authorization `yaml:"authorization"`
 }
+
+// Authorization maps a topic (or "*") to the identities allowed on it: public
+// user nkeys, or "*" for every signed identity.
+type Authorization struct {
+	Publish   map[string][]string `yaml:"publish"`
+	Subscribe map[string][]string `yaml:"subscribe"`
+}
+
+// MaxRingBytes is the largest ring (ring.slots x ring.slot_size) a
+// configuration may ask for: a ring is pre-touched at start, so a larger one
+// would stall the host. A ring over half of the host's physical memory is
+// refused too.
+const MaxRingBytes = 4 << 30
 
 // Ring configures a subscriber's ring.
 type Ring struct {
@@ -260,6 +279,21 @@ func (b *Bus) validate(cmd string) error {
 	if (b.CertFile == "") != (b.KeyFile == "") {
 		return bad("bus.cert_file", b.CertFile, "bus.cert_file and bus.key_file both set or both empty")
 	}
+	for name, m := range map[string]map[string][]string{"publish": b.Authorization.Publish, "subscribe": b.Authorization.Subscribe} {
+		for topic, ids := range m {
+			key := "bus.authorization." + name + "." + topic
+			if topic != "*" {
+				if err := checkTopic(topic); err != nil {
+					return bad(key, topic, `a topic of [A-Za-z0-9_:-] or "*" (every topic)`)
+				}
+			}
+			for _, id := range ids {
+				if id != "*" && !nkeys.IsValidPublicUserKey(id) {
+					return bad(key, id, `a public user nkey (U… as "nsc" or "nk -gen user -pubout" prints it) or "*" (every signed identity)`)
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -275,6 +309,13 @@ func (r *Ring) validate() error {
 	}
 	if r.SlotSize-32 < tick.Size {
 		return bad("ring.slot_size", r.SlotSize, fmt.Sprintf("room for a %d-byte tick after the 32-byte slot header (at least 128)", tick.Size))
+	}
+	if size := uint64(r.Slots) * uint64(r.SlotSize); size > MaxRingBytes {
+		return bad("ring.slots", r.Slots, fmt.Sprintf("ring.slots x ring.slot_size (%d x %d = %s) at most %s, the documented maximum",
+			r.Slots, r.SlotSize, bytesText(size), bytesText(MaxRingBytes)))
+	} else if mem := physicalMemory(); mem > 0 && size > mem/2 {
+		return bad("ring.slots", r.Slots, fmt.Sprintf("ring.slots x ring.slot_size (%d x %d = %s) at most half of this host's %s of memory",
+			r.Slots, r.SlotSize, bytesText(size), bytesText(mem)))
 	}
 	if r.Mode != "lossy" && r.Mode != "reliable" {
 		return bad("ring.mode", r.Mode, "lossy (never slow the publisher) or reliable (publishers wait for room)")

@@ -141,6 +141,14 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"demo subs":   {"demo", func(c *Config) { c.Demo.Subscribers = 0 }, "demo.subscribers = 0: want 1..16"},
 		"demo rate":   {"demo", func(c *Config) { c.Pub.Rate = 0 }, "pub.rate = 0: want a positive rate for the demo"},
 		"nats url":    {"sub", func(c *Config) { c.Bus.NATS = []string{"nats://a b"} }, "bus.nats"},
+		// issue 10: 16,777,216 slots of 32 KiB (512 GiB) passed and stalled the host
+		"ring 512GiB": {"sub", func(c *Config) { c.Ring.Slots, c.Ring.SlotSize = 1<<24, 32<<10 },
+			"ring.slots = 16777216: want ring.slots x ring.slot_size (16777216 x 32768 = 512 GiB) at most 4 GiB, the documented maximum"},
+		"ring 8GiB": {"sub", func(c *Config) { c.Ring.Slots, c.Ring.SlotSize = 1<<23, 1<<10 }, "at most 4 GiB"},
+		"auth key": {"sub", func(c *Config) { c.Bus.Authorization.Publish = map[string][]string{"demo": {"alice"}} },
+			`bus.authorization.publish.demo = "alice": want a public user nkey`},
+		"auth topic": {"sub", func(c *Config) { c.Bus.Authorization.Subscribe = map[string][]string{"a.b": {"*"}} },
+			`bus.authorization.subscribe.a.b = "a.b": want a topic`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

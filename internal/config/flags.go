@@ -31,6 +31,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 		fs.StringVar(&c.Bus.HostID, "host-id", c.Bus.HostID, "this node's host `id`: nodes with the same one use shm between them (default: the hostname)")
 		fs.StringVar(&c.Bus.TCPListen, "tcp-listen", c.Bus.TCPListen, "the tcp provider's listen `host:port` (default 127.0.0.1:0; set it to reach other hosts)")
 		fs.StringVar(&c.Bus.TCPAdvertise, "tcp-advertise", c.Bus.TCPAdvertise, "the `host:port` peers on other hosts dial, if not the listen address")
+		fs.StringVar(&c.Bus.CredsFile, "creds", c.Bus.CredsFile, "NATS credentials `file`; its user nkey is also this node's identity on the bus")
+		fs.StringVar(&c.Bus.NKeySeedFile, "nkey", c.Bus.NKeySeedFile, "NATS user nkey seed `file`; also this node's identity on the bus")
+		fs.Var((*grantFlag)(&c.Bus.Authorization.Publish), "allow-pub", "`topic=KEY,...`: only these identities (public user nkeys, or *) may publish on topic (* for every topic); repeatable")
+		fs.Var((*grantFlag)(&c.Bus.Authorization.Subscribe), "allow-sub", "`topic=KEY,...`: only these identities may subscribe to topic; repeatable")
 	}
 	if cmd == "pub" || cmd == "demo" {
 		fs.IntVar(&c.Ring.Journal, "journal", c.Ring.Journal, "`slots` of the journal the topic's home keeps for subscribers to recover losses from (a power of two; 0: none)")
@@ -57,6 +61,36 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 		fs.IntVar(&c.Demo.Subscribers, "subscribers", c.Demo.Subscribers, "`number` of subscriber processes")
 		fs.StringVar(&c.Demo.Dash, "dash", c.Demo.Dash, `dashboard listen `+"`address`"+`; "" turns it off`)
 	}
+}
+
+// grantFlag is a repeatable topic=key,key flag; each Set adds a topic.
+type grantFlag map[string][]string
+
+func (g *grantFlag) String() string {
+	if g == nil || *g == nil {
+		return ""
+	}
+	var parts []string
+	for t, ids := range *g {
+		parts = append(parts, t+"="+strings.Join(ids, ","))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (g *grantFlag) Set(s string) error {
+	topic, ids, ok := strings.Cut(s, "=")
+	if !ok || topic == "" || ids == "" {
+		return fmt.Errorf("%q: want topic=KEY[,KEY...]", s)
+	}
+	if *g == nil {
+		*g = map[string][]string{}
+	}
+	for _, id := range strings.Split(ids, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			(*g)[topic] = append((*g)[topic], id)
+		}
+	}
+	return nil
 }
 
 // urlList is a comma-separated list flag; each Set replaces the list.

@@ -43,6 +43,7 @@ func Run(t *testing.T, p Provider) {
 		{"Atomics", atomicTests},
 		{"Signal", signalTests},
 		{"Regions", regionTests},
+		{"Grants", grantTests},
 		{"Close", closeTests},
 		{"Process", processTests},
 		{"Allocs", allocTests},

@@ -148,12 +148,23 @@ func parseFDs(oob []byte) []int {
 // does not ack within the control timeout loses its connection (its QP and
 // ours go to ERR). Caller holds d.mu.
 func (d *Device) pushLocked(f frame, fd int) {
+	d.pushToLocked(f, fd, func(*QP) bool { return true })
+}
+
+// pushToLocked is pushLocked to the peers of the QPs to selects.
+func (d *Device) pushToLocked(f frame, fd int, to func(*QP) bool) {
 	type pending struct {
 		c *ctlConn
 		q *QP
 	}
 	var sent []pending
 	for c, q := range d.exports {
+		if !to(q) {
+			continue
+		}
+		if q.State() == rdma.QPClosed {
+			continue // Close closed its connections: nothing to tell its peer
+		}
 		if err := c.send(f, fd, d.timeout); err != nil {
 			d.log.Warn().Err(err).Uint32("qpn", q.num).Msg("shm: push region to peer failed; closing its connection")
 			c.close()
@@ -279,8 +290,8 @@ func (d *Device) bindAccepted(c *ctlConn, h frame) (*QP, uint8) {
 		return q, 0
 	}
 	for r := range d.regions {
-		if r.access&rdma.AccessRemote != 0 {
-			if err := c.send(r.addFrame(), r.fd, d.timeout); err != nil {
+		if acc := q.exportAccess(r); acc != 0 {
+			if err := r.sendRegion(c, acc); err != nil {
 				c.close()
 				return q, 0
 			}

@@ -82,6 +82,8 @@ type Device struct {
 	// qps is indexed by QPN; copy on write under mu.
 	qps atomic.Pointer[[]*QP]
 
+	accessErrors atomic.Uint64 // remote access errors that closed a connection
+
 	mu      sync.Mutex // control path: tables, exports, lists below
 	closed  atomic.Bool
 	regions map[*Region]struct{}
@@ -180,6 +182,7 @@ func (d *Device) Caps() rdma.Caps {
 		Atomic:       rdma.AtomicGlobal,
 		ShareMemory:  true,
 		CrossProcess: true,
+		GrantPerQP:   true,
 	}
 }
 

@@ -48,6 +48,11 @@ type QP struct {
 	signalAll bool
 
 	state atomic.Uint32 // rdma.QPState
+
+	// grants is nil until the first Grant (the peer is sent every region
+	// with a remote right), then what the peer may reach (grant.go). Under
+	// dev.mu.
+	grants map[*Region]rdma.Access
 	// gen is odd while a PostSend runs; each PostSend adds 2 (CAS in,
 	// release store out). See waitIdle.
 	gen atomic.Uint64
@@ -152,6 +157,9 @@ func (d *Device) CreateQP(cfg rdma.QPConfig) (rdma.QueuePair, error) {
 	}
 	if q.maxInline == 0 {
 		q.maxInline = maxInline
+	}
+	if cfg.Confined {
+		q.grants = map[*Region]rdma.Access{}
 	}
 	ring := pow2(cfg.SendDepth)
 	q.compRing = make([]uint64, ring)

@@ -108,9 +108,10 @@ func (d *Device) register(mem []byte, owned *shmem.Mapping, fd int, fileOff uint
 	d.setKey(r.key, r)
 	d.regions[r] = struct{}{}
 	if access&rdma.AccessRemote != 0 {
-		// Every connected peer maps it before we return, so an rkey handed
-		// out after this call works at once, as on verbs.
-		d.pushLocked(r.addFrame(), r.fd)
+		// Every connected peer of an unconfined QP maps it before we
+		// return, so an rkey handed out after this call works at once, as
+		// on verbs. Confined QPs' peers get it when it is granted.
+		d.pushToLocked(r.addFrame(), r.fd, func(q *QP) bool { return q.grants == nil })
 	}
 	d.log.Debug().Uint32("key", r.key).Int("len", len(mem)).Stringer("access", access).Msg("shm region registered")
 	return r, nil
@@ -152,7 +153,11 @@ func (r *Region) Close() error {
 		d.setKey(r.key, nil)
 		delete(d.regions, r)
 		if r.access&rdma.AccessRemote != 0 {
-			d.pushLocked(frame{typ: frameRegionDel, rkey: r.key}, -1)
+			d.pushToLocked(frame{typ: frameRegionDel, rkey: r.key}, -1, func(q *QP) bool {
+				had := q.exportAccess(r) != 0
+				delete(q.grants, r)
+				return had
+			})
 		}
 		d.mu.Unlock()
 		d.quiesce()

@@ -26,6 +26,8 @@ type Device struct {
 
 	keys atomic.Pointer[keyTable]
 
+	accessErrors atomic.Uint64 // remote access errors that closed a connection
+
 	mu      sync.Mutex // control path: tables below, keys updates
 	closed  bool
 	regions map[*region]struct{}
@@ -101,6 +103,7 @@ func (d *Device) Caps() rdma.Caps {
 		Atomic:       rdma.AtomicGlobal,
 		ShareMemory:  true,
 		CrossProcess: true,
+		GrantPerQP:   true,
 	}
 }
 
@@ -343,7 +346,7 @@ func (d *Device) handshake(c net.Conn) {
 	if err != nil {
 		d.log.Warn().Err(err).Str("peer", c.RemoteAddr().String()).Msg("bad handshake; closing connection")
 		if errors.Is(err, ErrHandshakeVersion) {
-			c.Write(marshalReply(hsBadVersion, 0))
+			c.Write(marshalReply(hsBadVersion, 0, [8]byte{}))
 		}
 		untrack()
 		c.Close()
@@ -355,10 +358,14 @@ func (d *Device) handshake(c net.Conn) {
 	d.mu.Unlock()
 	status := hsNotFound
 	var rc *rawConn
-	if q != nil && q.nonce == h.dstNonce {
+	var mac [8]byte
+	if q != nil && h.verify(q.nonce) {
 		status, rc = q.attachIncoming(c, h)
+		if status == hsOK {
+			mac = replyMAC(q.nonce, status, uint32(d.cfg.MaxMsgSize), &h)
+		}
 	}
-	_, err = c.Write(marshalReply(status, uint32(d.cfg.MaxMsgSize)))
+	_, err = c.Write(marshalReply(status, uint32(d.cfg.MaxMsgSize), mac))
 	if err == nil && rc != nil {
 		err = c.SetDeadline(time.Time{})
 		if err == nil {

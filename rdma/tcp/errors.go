@@ -15,4 +15,9 @@ var (
 	// ErrNotRegistrable: Register was given memory that no device of this
 	// process allocated.
 	ErrNotRegistrable = errors.New("tcp: memory was not allocated by a tickbus device of this process")
+	// ErrRemoteAccess: the peer named an rkey it may not use (unknown, not
+	// granted to this queue pair, out of bounds or without the right). The
+	// request is refused, the connection closed and the queue pair moved to
+	// ERR, as a verbs responder does on a remote access error.
+	ErrRemoteAccess = errors.New("tcp: remote access error")
 )

@@ -79,13 +79,25 @@ func TestDecodeResponse_RejectsGarbage(t *testing.T) {
 }
 
 func TestHandshake_RoundTripAndRejects(t *testing.T) {
-	h := hello{host: "host-a", dstQPN: 1, srcQPN: 2, dstNonce: 3, srcNonce: 4, maxMsg: 5}
+	h := hello{host: "host-a", dstQPN: 1, srcQPN: 2, srcNonce: 4, maxMsg: 5}
+	h.sign(3)
 	got, err := readHello(bytes.NewReader(h.marshal()))
 	require.NoError(t, err)
 	assert.Equal(t, h, got)
+	assert.True(t, got.verify(3), "the target's nonce")
+	assert.False(t, got.verify(4), "another nonce")
+	for _, off := range []int{8, 12, 16, 24, 32, 36} { // every field the MAC covers, and itself
+		b := h.marshal()
+		b[off] ^= 1
+		tampered, err := readHello(bytes.NewReader(b))
+		if err == nil {
+			assert.False(t, tampered.verify(3), "byte %d changed, MAC still verifies", off)
+		}
+	}
+	assert.NotContains(t, string(h.marshal()), string([]byte{3, 0, 0, 0, 0, 0, 0, 0}), "the nonce itself never travels")
 
 	b := h.marshal()
-	b[4] = 2
+	b[4] = 1
 	_, err = readHello(bytes.NewReader(b))
 	assert.ErrorIs(t, err, ErrHandshakeVersion)
 	b = h.marshal()
@@ -95,12 +107,20 @@ func TestHandshake_RoundTripAndRejects(t *testing.T) {
 	_, err = readHello(bytes.NewReader(h.marshal()[:40])) // host id cut short
 	assert.ErrorIs(t, err, ErrHandshake)
 
-	st, max, err := decodeReply(marshalReply(hsRefused, 9))
+	st, max, mac, err := decodeReply(marshalReply(hsRefused, 9, [8]byte{}))
 	require.NoError(t, err)
 	assert.Equal(t, hsRefused, st)
 	assert.Equal(t, uint32(9), max)
-	_, _, err = decodeReply(marshalReply(7, 9))
+	assert.Zero(t, mac)
+	_, _, _, err = decodeReply(marshalReply(7, 9, [8]byte{}))
 	assert.ErrorIs(t, err, ErrHandshake)
+	_, _, _, err = decodeReply(marshalReply(hsRefused, 9, [8]byte{1}))
+	assert.ErrorIs(t, err, ErrHandshake, "a MAC on a refusal")
+	ok := replyMAC(3, hsOK, 9, &h)
+	_, _, mac, err = decodeReply(marshalReply(hsOK, 9, ok))
+	require.NoError(t, err)
+	assert.Equal(t, ok, mac)
+	assert.NotEqual(t, ok, replyMAC(4, hsOK, 9, &h))
 }
 
 // FuzzDecodeRequest: any 48 bytes either fail with ErrFrame or decode to a
@@ -147,7 +167,7 @@ func FuzzDecodeResponse(f *testing.F) {
 }
 
 func FuzzReadHello(f *testing.F) {
-	f.Add((&hello{host: "h", dstQPN: 1, srcQPN: 2, dstNonce: 3, srcNonce: 4, maxMsg: 5}).marshal())
+	f.Add((&hello{host: "h", dstQPN: 1, srcQPN: 2, mac: [8]byte{3}, srcNonce: 4, maxMsg: 5}).marshal())
 	f.Add([]byte("TBQP"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rd := bytes.NewReader(b)
@@ -163,14 +183,14 @@ func FuzzReadHello(f *testing.F) {
 }
 
 func FuzzDecodeReply(f *testing.F) {
-	f.Add(marshalReply(hsOK, 4096))
-	f.Add(marshalReply(hsNotFound, 0))
+	f.Add(marshalReply(hsOK, 4096, [8]byte{1, 2}))
+	f.Add(marshalReply(hsNotFound, 0, [8]byte{}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		st, max, err := decodeReply(b)
+		st, max, mac, err := decodeReply(b)
 		if err != nil {
 			return
 		}
-		if again := marshalReply(st, max); !bytes.Equal(again, b) {
+		if again := marshalReply(st, max, mac); !bytes.Equal(again, b) {
 			t.Fatalf("round trip changed bytes:\n%x\n%x", b, again)
 		}
 	})

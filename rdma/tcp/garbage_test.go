@@ -37,10 +37,12 @@ func startFakePeer(t *testing.T, closeAfterHandshake bool) *fakePeer {
 			p.conns <- c
 			go func() {
 				defer c.Close()
-				if _, err := readHello(c); err != nil {
+				h, err := readHello(c)
+				if err != nil {
 					return
 				}
-				if _, err := c.Write(marshalReply(hsOK, 1<<20)); err != nil || closeAfterHandshake {
+				// it holds endpoint()'s nonce, so it proves it
+				if _, err := c.Write(marshalReply(hsOK, 1<<20, replyMAC(1, hsOK, 1<<20, &h))); err != nil || closeAfterHandshake {
 					return
 				}
 				io.Copy(io.Discard, c)
@@ -119,13 +121,14 @@ func dialAs(t *testing.T, r *rig, src rdma.Endpoint) net.Conn {
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	ep := r.qp.LocalEndpoint()
-	h := hello{host: "fake", dstQPN: ep.QPN, srcQPN: src.QPN, dstNonce: ep.Nonce, srcNonce: src.Nonce, maxMsg: 1 << 20}
+	h := hello{host: "fake", dstQPN: ep.QPN, srcQPN: src.QPN, srcNonce: src.Nonce, maxMsg: 1 << 20}
+	h.sign(ep.Nonce)
 	_, err = c.Write(h.marshal())
 	require.NoError(t, err)
 	var rb [replyLen]byte
 	_, err = io.ReadFull(c, rb[:])
 	require.NoError(t, err)
-	st, _, err := decodeReply(rb[:])
+	st, _, _, err := decodeReply(rb[:])
 	require.NoError(t, err)
 	require.Equal(t, hsOK, st)
 	return c
@@ -242,7 +245,8 @@ func TestHandshake_BadHelloClosedAndDeviceKeepsServing(t *testing.T) {
 	_, err = io.Copy(io.Discard, s)
 	assert.False(t, isTimeout(err), "silent connection left open")
 	// A hello of a future version is answered so the dialler can say why.
-	h := hello{host: "x", dstQPN: r.qp.num, dstNonce: r.qp.nonce, srcQPN: 1, srcNonce: 1, maxMsg: 1}
+	h := hello{host: "x", dstQPN: r.qp.num, srcQPN: 1, srcNonce: 1, maxMsg: 1}
+	h.sign(r.qp.nonce)
 	b := h.marshal()
 	b[4] = 9
 	v, err := net.Dial("tcp", r.dev.Addr())
@@ -253,7 +257,7 @@ func TestHandshake_BadHelloClosedAndDeviceKeepsServing(t *testing.T) {
 	var rb [replyLen]byte
 	_, err = io.ReadFull(v, rb[:])
 	require.NoError(t, err)
-	st, _, err := decodeReply(rb[:])
+	st, _, _, err := decodeReply(rb[:])
 	require.NoError(t, err)
 	assert.Equal(t, hsBadVersion, st)
 	assert.Equal(t, rdma.QPReset, r.qp.State())

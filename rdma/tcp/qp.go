@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"io"
@@ -90,6 +91,11 @@ type QP struct {
 	workers    sync.WaitGroup
 	closeOnce  sync.Once
 
+	// grants: nil until the first Grant (unconfined), then what the peer
+	// may reach (grant.go); grantMu serialises Grant calls.
+	grants  atomic.Pointer[grantTable]
+	grantMu sync.Mutex
+
 	// watchdog goroutine only
 	wdConsumed uint64
 	wdSince    time.Time
@@ -129,6 +135,9 @@ func newQP(d *Device, num uint32, cfg rdma.QPConfig, scq, rcq *CQ) *QP {
 	}
 	if q.maxInline == 0 {
 		q.maxInline = maxInline
+	}
+	if cfg.Confined {
+		q.grants.Store(&grantTable{})
 	}
 	q.log = d.log.With().Uint32("qpn", num).Logger()
 	n := pow2(cfg.SendDepth)
@@ -254,8 +263,9 @@ func (q *QP) dial(ctx context.Context, remote rdma.Endpoint) (net.Conn, uint32, 
 		c.Close()
 		return nil, 0, err
 	}
-	h := hello{host: q.dev.cfg.HostID, dstQPN: remote.QPN, srcQPN: q.num, dstNonce: remote.Nonce,
+	h := hello{host: q.dev.cfg.HostID, dstQPN: remote.QPN, srcQPN: q.num,
 		srcNonce: q.nonce, maxMsg: uint32(q.dev.cfg.MaxMsgSize)}
+	h.sign(remote.Nonce)
 	if _, err := c.Write(h.marshal()); err != nil {
 		return fail(fmt.Errorf("%w: send hello to %s: %w", ErrHandshake, remote, err))
 	}
@@ -263,12 +273,15 @@ func (q *QP) dial(ctx context.Context, remote rdma.Endpoint) (net.Conn, uint32, 
 	if _, err := io.ReadFull(c, rb[:]); err != nil {
 		return fail(fmt.Errorf("%w: reply from %s: %w", ErrHandshake, remote, err))
 	}
-	status, peerMax, err := decodeReply(rb[:])
+	status, peerMax, mac, err := decodeReply(rb[:])
 	if err != nil {
 		return fail(err)
 	}
 	switch status {
 	case hsOK:
+		if want := replyMAC(remote.Nonce, status, peerMax, &h); !hmac.Equal(want[:], mac[:]) {
+			return fail(fmt.Errorf("%w: %s accepted without proving its nonce", ErrHandshake, remote))
+		}
 	case hsNotFound:
 		return fail(fmt.Errorf("%w: %s", rdma.ErrPeerNotFound, remote))
 	case hsBadVersion:

@@ -68,6 +68,9 @@ func (q *QP) serve(c *rawConn) {
 		}
 	}
 	switch {
+	case errors.Is(err, ErrRemoteAccess):
+		q.dev.accessErrors.Add(1)
+		q.endRefused(c, br, err)
 	case errors.Is(err, ErrFrame):
 		q.log.Warn().Err(err).Str("peer", c.remoteAddr()).Msg("garbage on data connection; closing it")
 		q.fail(rdma.StatusFlushed, err)
@@ -122,7 +125,7 @@ func (s *responder) nak(seq uint64, st rdma.Status) error {
 // checking the access need.
 func (s *responder) remoteSpan(rkey uint32, addr, n uint64, need rdma.Access) (*region, []byte, rdma.Status) {
 	r := s.q.dev.keys.Load().byR[rkey]
-	if r == nil || !r.access.Has(need) || !r.acquire() {
+	if r == nil || !r.access.Has(need) || !s.q.allowed(rkey, need) || !r.acquire() {
 		return nil, nil, rdma.StatusRemoteAccess
 	}
 	b, ok := r.span(addr, n)
@@ -153,7 +156,7 @@ func (s *responder) apply(r *request, payload []byte) error {
 	case rdma.OpWrite, rdma.OpWriteImm:
 		reg, dst, st := s.remoteSpan(r.rkey, r.raddr, uint64(r.len), rdma.AccessRemoteWrite)
 		if st != rdma.StatusSuccess {
-			return s.nak(r.seq, st)
+			return s.refuse(r, st)
 		}
 		var rr rdma.RecvRequest
 		if r.op == rdma.OpWriteImm {
@@ -194,7 +197,7 @@ func (s *responder) apply(r *request, payload []byte) error {
 	case rdma.OpRead:
 		reg, src, st := s.remoteSpan(r.rkey, r.raddr, uint64(r.len), rdma.AccessRemoteRead)
 		if st != rdma.StatusSuccess {
-			return s.nak(r.seq, st)
+			return s.refuse(r, st)
 		}
 		err := s.respond(response{kind: respRead, len: r.len, seq: r.seq}, src)
 		reg.release()
@@ -202,7 +205,7 @@ func (s *responder) apply(r *request, payload []byte) error {
 	case rdma.OpCompareAndSwap, rdma.OpFetchAndAdd:
 		reg, dst, st := s.remoteSpan(r.rkey, r.raddr, 8, rdma.AccessRemoteAtomic)
 		if st != rdma.StatusSuccess {
-			return s.nak(r.seq, st)
+			return s.refuse(r, st)
 		}
 		if !aligned8(dst) {
 			reg.release()

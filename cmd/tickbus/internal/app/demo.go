@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/internal/child"
 	"github.com/tickbus/tickbus/internal/config"
 	"github.com/tickbus/tickbus/internal/dash"
@@ -113,26 +114,33 @@ func event(m map[string]json.RawMessage) string {
 	return s
 }
 
-// startNATS runs the demo's NATS server, with JetStream (homes are elected
-// in its key-value buckets) in a temporary directory removed at shutdown.
-func startNATS() (*server.Server, error) {
+// startNATS runs the demo's NATS server on loopback, with JetStream (homes
+// are elected in its key-value buckets) in a temporary directory removed at
+// shutdown; clients must present this host's embedded token
+// (bus.EmbeddedToken), which the demo's parts find in the runtime dir,
+// never on a command line.
+func startNATS() (*server.Server, string, error) {
+	token, err := bus.EmbeddedToken()
+	if err != nil {
+		return nil, "", fmt.Errorf("embedded NATS: %w", err)
+	}
 	dir, err := os.MkdirTemp("", "tickbus-demo-js-")
 	if err != nil {
-		return nil, fmt.Errorf("embedded NATS: JetStream store: %w", err)
+		return nil, "", fmt.Errorf("embedded NATS: JetStream store: %w", err)
 	}
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, ServerName: "tickbus-demo",
-		JetStream: true, StoreDir: dir})
+		Authorization: token, JetStream: true, StoreDir: dir})
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("embedded NATS: %w", err)
+		return nil, "", fmt.Errorf("embedded NATS: %w", err)
 	}
 	go func() { ns.WaitForShutdown(); _ = os.RemoveAll(dir) }()
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
-		return nil, errors.New("embedded NATS: not ready within 10s")
+		return nil, "", errors.New("embedded NATS: not ready within 10s")
 	}
-	return ns, nil
+	return ns, token, nil
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -145,12 +153,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tickbus demo: "+format+"\n", a...)
 		return ExitFailed
 	}
-	ns, err := startNATS()
+	ns, _, err := startNATS()
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	url := ns.ClientURL()
+	url := ns.ClientURL() // the parts find the token in the runtime dir
 	fmt.Fprintf(stdout, "tickbus demo: NATS at %s, topic %q, %d subscribers, %.0f ticks/s for %v\n",
 		url, c.Topic, c.Demo.Subscribers, c.Pub.Rate, c.Demo.Duration)
 	if c.Demo.Dash != "" {

@@ -22,7 +22,8 @@ func openNode(ctx context.Context, c *config.Config, log zerolog.Logger) (*bus.N
 		Providers:         link.Providers(),
 		Provider:          b.Override(),
 		HeartbeatInterval: b.HeartbeatInterval, HeartbeatTimeout: b.HeartbeatTimeout,
-		Logger: &log,
+		Authorization: bus.Authorization{Publish: b.Authorization.Publish, Subscribe: b.Authorization.Subscribe},
+		Logger:        &log,
 	})
 	if err != nil {
 		return nil, nil, err

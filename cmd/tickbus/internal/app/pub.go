@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/internal/config"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
@@ -55,7 +56,10 @@ func runPub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer node.Close()
 	defer devs.Close()
 	if len(c.Bus.NATS) == 0 {
-		fmt.Fprintf(stderr, "tickbus pub: embedded NATS at %s (tickbus sub --nats %s --topic %s)\n", node.ClientURL(), node.ClientURL(), c.Topic)
+		dir, _ := bus.RuntimeDir()
+		fmt.Fprintf(stderr, "tickbus pub: embedded NATS at %s (tickbus sub --nats %s --topic %s); it requires the token in %s/%s,"+
+			" which tickbus commands of this user on this host find; hand it to others as a secret (--nats nats://<token>@host:port, bus.token)\n",
+			node.ServerURL(), node.ServerURL(), c.Topic, dir, bus.EmbeddedSecretFile)
 	}
 	journal := c.Ring.Journal
 	if journal == 0 {

@@ -215,7 +215,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if c.JSON {
 		fmt.Fprintf(out, `{"event":"ready","subscriber":%q,"nats":%q}`+"\n", s.ID(), node.ClientURL())
 	} else {
-		fmt.Fprintf(out, "subscribed to %s as %s on %s (Ctrl-C stops)\n", c.Topic, s.ID(), node.ClientURL())
+		fmt.Fprintf(out, "subscribed to %s as %s on %s (Ctrl-C stops)\n", c.Topic, s.ID(), node.ServerURL())
 	}
 	runCtx := ctx
 	if c.Sub.Duration > 0 {
