@@ -20,8 +20,9 @@ type Config struct {
 	Log   Log    `yaml:"log"`
 	Bus   Bus    `yaml:"bus"`
 	Topic string `yaml:"topic"`
-	// Idle is the poll loops' idle strategy: spin (one core per poller,
-	// lowest latency), yield or backoff.
+	// Idle is the poll loops' idle strategy: adaptive (the default: spin
+	// while ticks come, park when idle), spin (one core per poller, lowest
+	// latency), yield or backoff.
 	Idle string `yaml:"idle"`
 	Ring Ring   `yaml:"ring"`
 	// JSON prints events and the final summary as JSON lines on stdout
@@ -159,7 +160,7 @@ func Default() Config {
 	return Config{
 		Log:   Log{Level: "info", Format: "console"},
 		Topic: "demo",
-		Idle:  "backoff",
+		Idle:  "adaptive",
 		Ring:  Ring{Slots: 1 << 14, SlotSize: 128, Mode: "lossy", GapTimeout: 100 * time.Millisecond, Journal: 4096},
 		Pub: Pub{Rate: 10_000, Batch: 1, Instruments: f.Instruments, FirstInstrument: f.FirstInstrument,
 			Venue: f.Venue, StartPrice: f.StartPrice, TickSize: f.TickSize, TradeRatio: f.TradeRatio, Seed: f.Seed, WaitSubscribers: 1},
@@ -198,7 +199,7 @@ func (c *Config) Validate(cmd string) error {
 		return err
 	}
 	if _, err := rdma.ParseIdle(c.Idle); err != nil || strings.TrimSpace(c.Idle) == "" {
-		return bad("idle", c.Idle, "spin, yield or backoff")
+		return bad("idle", c.Idle, "adaptive, spin, yield or backoff")
 	}
 	if err := checkTopic(c.Topic); err != nil {
 		return err

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -121,7 +123,7 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"tiny slot":   {"sub", func(c *Config) { c.Ring.SlotSize = 64 }, "ring.slot_size = 64: want room for a 56-byte tick"},
 		"mode":        {"sub", func(c *Config) { c.Ring.Mode = "fast" }, `ring.mode = "fast": want lossy (never slow the publisher) or reliable`},
 		"wait subs":   {"pub", func(c *Config) { c.Pub.WaitSubscribers = -1 }, "pub.wait_subscribers = -1"},
-		"idle":        {"pub", func(c *Config) { c.Idle = "nap" }, `idle = "nap": want spin, yield or backoff`},
+		"idle":        {"pub", func(c *Config) { c.Idle = "nap" }, `idle = "nap": want adaptive, spin, yield or backoff`},
 		"topic":       {"pub", func(c *Config) { c.Topic = "a.b" }, `topic = "a.b": want characters`},
 		"empty topic": {"pub", func(c *Config) { c.Topic = "" }, `topic = "": want 1..128`},
 		"topic chars": {"pub", func(c *Config) { c.Topic = "a b" }, `topic = "a b"`},
@@ -239,4 +241,19 @@ func TestLog_Logger_WritesTheChosenFormat(t *testing.T) {
 	l.Debug().Msg("shown")
 	assert.Contains(t, buf.String(), "shown")
 	assert.NotContains(t, buf.String(), "{")
+}
+
+// With no tuning flags, every poll loop gets the adaptive strategy: it
+// spins while ticks come and parks when idle (rdma.Adaptive).
+func TestDefault_IdleIsAdaptive(t *testing.T) {
+	c := Default()
+	assert.Equal(t, "adaptive", c.Idle)
+	s, err := rdma.ParseIdle(c.Idle)
+	require.NoError(t, err)
+	assert.IsType(t, &rdma.Adaptive{}, s)
+	for _, f := range []string{"demo.yaml", "pub.yaml", "sub.yaml"} {
+		raw, err := os.ReadFile(filepath.Join("../../configs", f))
+		require.NoError(t, err)
+		assert.Contains(t, string(raw), "idle: adaptive", "%s shows the default", f)
+	}
 }

@@ -20,7 +20,7 @@ func RegisterCommon(fs *flag.FlagSet, file *string, log *Log) {
 // each bound to its field of c, with c's values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 	fs.StringVar(&c.Topic, "topic", c.Topic, "`topic` to publish or subscribe to ([A-Za-z0-9_:-])")
-	fs.StringVar(&c.Idle, "idle", c.Idle, "poll loops' idle `strategy`: spin (a core per poller, lowest latency), yield or backoff")
+	fs.StringVar(&c.Idle, "idle", c.Idle, "poll loops' idle `strategy`: adaptive (spin while ticks come, park when idle), spin (a core per poller, lowest latency), yield or backoff")
 	fs.StringVar(&c.Bus.Provider, "provider", c.Bus.Provider, `data-plane `+"`provider`"+`: auto picks per peer (shm on one host, tcp across hosts), or shm, tcp, verbs for every peer`)
 	fs.IntVar(&c.Ring.Slots, "slots", c.Ring.Slots, "ring `slots` per subscriber (a power of two)")
 	fs.IntVar(&c.Ring.SlotSize, "slot-size", c.Ring.SlotSize, "`bytes` per ring slot, 32-byte header included (a multiple of 64)")
