@@ -57,10 +57,10 @@ func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err err
 	base := strings.ReplaceAll(n.cfg.Prefix, ".", "_")
 	mk := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 		cfg.History, cfg.Replicas = 1, replicas
-		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+		kv, err := createKV(ctx, js, cfg)
 		if err != nil && replicas > 1 {
 			cfg.Replicas = 1 // fewer JetStream servers than URLs
-			kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
+			kv, err = createKV(ctx, js, cfg)
 		}
 		if err != nil {
 			if kv2, err2 := js.KeyValue(ctx, cfg.Bucket); err2 == nil {
@@ -426,4 +426,19 @@ func (n *Node) loseHome(topic string, s *homeSlot, reason error) {
 		_ = s.sub.Unsubscribe()
 	}
 	n.log.Warn().Str("topic", topic).Err(reason).Msg("bus: this node lost the topic's home")
+}
+
+// createKV is CreateOrUpdateKeyValue retried with 2s per attempt until ctx
+// ends: on a cluster just started, with several nodes creating the bucket
+// at once, a request can go unanswered, and one attempt with the whole ctx
+// would wait all of it (i9t: the chaos test saw every node time out).
+func createKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		kv, err := js.CreateOrUpdateKeyValue(actx, cfg)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return kv, err
+		}
+	}
 }

@@ -280,6 +280,10 @@ func (p *Publisher) newHome(ctx context.Context, topic string, start uint64) ([]
 	if old := p.home; old != nil {
 		p.retired = append(p.retired, old.Close)
 	}
+	// The old home's registrations on other devices describe the old
+	// home: a claimant over tcp must get this one's (i9t: the chaos test
+	// found New failing with "another home's descriptor").
+	p.retired = append(p.retired, p.homeAlso.Forget()...)
 	p.retired = append(p.retired, p.fence.close)
 	p.home, p.homeDesc, p.fence = h, desc, fence
 	p.homeAcc = append(p.homeAcc, peer)

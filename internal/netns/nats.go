@@ -10,11 +10,14 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tickbus/tickbus/internal/child"
 )
@@ -39,6 +42,7 @@ func natsServerMain(args []string) int {
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	name := fs.String("name", "", "server name")
 	routes := fs.String("routes", "", "comma-separated peer addresses")
+	js := fs.String("js", "", "JetStream store directory, kept (empty: a temporary one, removed on exit)")
 	if err := fs.Parse(args); err != nil {
 		fmt.Printf("ERR %v\n", err)
 		return 2
@@ -48,14 +52,18 @@ func natsServerMain(args []string) int {
 		peers = strings.Split(*routes, ",")
 	}
 	// JetStream: tickbus elects each topic's home in its key-value buckets.
-	dir, err := os.MkdirTemp("", "tickbus-netns-js-")
-	if err != nil {
-		fmt.Printf("ERR JetStream store: %v\n", err)
-		return 2
+	dir := *js
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "tickbus-netns-js-")
+		if err != nil {
+			fmt.Printf("ERR JetStream store: %v\n", err)
+			return 2
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
 	}
-	defer os.RemoveAll(dir)
 	opts := &server.Options{
-		ServerName: *name, Host: *host, Port: NATSClientPort, NoSigs: true, NoLog: true,
+		ServerName: *name, Host: *host, Port: NATSClientPort, NoSigs: true, NoLog: os.Getenv("NETNS_NATS_LOG") == "",
 		Cluster:   server.ClusterOpts{Name: "tickbus", Host: *host, Port: NATSClusterPort},
 		JetStream: true, StoreDir: dir,
 	}
@@ -71,6 +79,9 @@ func natsServerMain(args []string) int {
 	if err != nil {
 		fmt.Printf("ERR %v\n", err)
 		return 1
+	}
+	if !opts.NoLog {
+		s.ConfigureLogger()
 	}
 	go s.Start()
 	defer func() { s.Shutdown(); s.WaitForShutdown() }()
@@ -105,20 +116,40 @@ type NATSServer struct {
 	Host int    // index in Net.Hosts
 	URL  string // client URL, reachable from every host and the root namespace
 
+	net   *Net
+	peers []string
+	opts  NATSOptions
+
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	ready chan string // the first stdout line, then closed
 	done  chan struct{}
 	err   error // of Wait, after done
 
-	once    sync.Once
+	mu      sync.Mutex // Stop, Kill and Restart
+	stopped bool
 	stopErr error
+}
+
+// NATSOptions shapes the servers StartNATSWith starts.
+type NATSOptions struct {
+	// JetStreamDir, if set, is where every server stores JetStream, each in
+	// its own subdirectory named after its host (kept across Restart, so a
+	// restarted server recovers its state as a real one does); the caller
+	// removes it. Empty: each server uses a temporary directory it removes
+	// on exit.
+	JetStreamDir string
 }
 
 // StartNATS starts a nats-server in each of hosts (every host if empty),
 // routed to one another as one cluster, and returns once each has a route
 // to every other. On error the ones started are stopped.
 func (n *Net) StartNATS(ctx context.Context, hosts ...int) ([]*NATSServer, error) {
+	return n.StartNATSWith(ctx, NATSOptions{}, hosts...)
+}
+
+// StartNATSWith is StartNATS with options (JetStream).
+func (n *Net) StartNATSWith(ctx context.Context, o NATSOptions, hosts ...int) ([]*NATSServer, error) {
 	if len(hosts) == 0 {
 		for i := range n.Hosts {
 			hosts = append(hosts, i)
@@ -142,7 +173,8 @@ func (n *Net) StartNATS(ctx context.Context, hosts ...int) ([]*NATSServer, error
 				peers = append(peers, n.Hosts[j].Addr)
 			}
 		}
-		s, err := n.startNATS(ctx, i, peers)
+		s := &NATSServer{Host: i, net: n, peers: peers, opts: o}
+		err := s.start(ctx)
 		if err != nil {
 			return nil, errors.Join(err, stopAll())
 		}
@@ -156,11 +188,16 @@ func (n *Net) StartNATS(ctx context.Context, hosts ...int) ([]*NATSServer, error
 	return servers, nil
 }
 
-func (n *Net) startNATS(ctx context.Context, i int, peers []string) (*NATSServer, error) {
-	base, err := child.Command(ctx, RoleNATSServer, "-host", n.Hosts[i].Addr, "-name", n.Hosts[i].Name,
-		"-routes", strings.Join(peers, ","))
+// start runs s's process (the first time, or again after Restart killed it).
+func (s *NATSServer) start(ctx context.Context) error {
+	n, i := s.net, s.Host
+	args := []string{"-host", n.Hosts[i].Addr, "-name", n.Hosts[i].Name, "-routes", strings.Join(s.peers, ",")}
+	if s.opts.JetStreamDir != "" {
+		args = append(args, "-js", filepath.Join(s.opts.JetStreamDir, n.Hosts[i].Name))
+	}
+	base, err := child.Command(ctx, RoleNATSServer, args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Not tied to ctx: the server lives until Stop, whatever ctx start had.
 	cmd := exec.Command("ip", append([]string{"netns", "exec", n.Hosts[i].Name, base.Path}, base.Args[1:]...)...)
@@ -168,16 +205,17 @@ func (n *Net) startNATS(ctx context.Context, i int, peers []string) (*NATSServer
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("netns: start nats-server in %s: %w", n.Hosts[i].Name, err)
+		return fmt.Errorf("netns: start nats-server in %s: %w", n.Hosts[i].Name, err)
 	}
-	s := &NATSServer{Host: i, cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	s.cmd, s.stdin, s.done = cmd, stdin, make(chan struct{})
+	done := s.done
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -189,10 +227,10 @@ func (n *Net) startNATS(ctx context.Context, i int, peers []string) (*NATSServer
 	}()
 	go func() {
 		s.err = cmd.Wait()
-		close(s.done)
+		close(done)
 	}()
 	s.ready = lines
-	return s, nil
+	return nil
 }
 
 func (s *NATSServer) waitReady(ctx context.Context) error {
@@ -216,24 +254,80 @@ func (s *NATSServer) waitReady(ctx context.Context) error {
 // Stop ends the server: it closes its stdin, waits up to 10s, then kills it.
 // Idempotent.
 func (s *NATSServer) Stop() error {
-	s.once.Do(func() {
-		s.stdin.Close()
-		select {
-		case <-s.done:
-		case <-time.After(10 * time.Second):
-			s.cmd.Process.Kill()
-			<-s.done
-			s.stopErr = fmt.Errorf("netns: nats-server in host %d killed after 10s", s.Host)
-		}
-	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return s.stopErr
+	}
+	s.stopped = true
+	s.stdin.Close()
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+		s.stopErr = fmt.Errorf("netns: nats-server in host %d killed after 10s", s.Host)
+	}
 	return s.stopErr
 }
 
 // Kill ends the server at once, as a crash would. Idempotent with Stop.
 func (s *NATSServer) Kill() error {
-	s.once.Do(func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kill()
+	return nil
+}
+
+func (s *NATSServer) kill() {
+	if !s.stopped {
+		s.stopped = true
 		s.cmd.Process.Kill()
 		<-s.done
-	})
+	}
+}
+
+// Restart kills the server (if it still runs) and starts it again in its
+// host, with the same name, routes and JetStream directory, returning once
+// it has a route to every peer again (peers that are down make it fail).
+func (s *NATSServer) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kill()
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	s.stopped, s.stopErr = false, nil
+	if err := s.waitReady(ctx); err != nil {
+		s.kill()
+		return err
+	}
 	return nil
+}
+
+// WaitJetStream waits until the server answers JetStream requests (in a
+// cluster: until a meta leader is elected), or ctx ends.
+func (s *NATSServer) WaitJetStream(ctx context.Context) error {
+	nc, err := nats.Connect(s.URL, nats.Timeout(5*time.Second), nats.MaxReconnects(0))
+	if err != nil {
+		return fmt.Errorf("netns: JetStream at %s: %w", s.URL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("netns: JetStream at %s: %w", s.URL, err)
+	}
+	for {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err = js.AccountInfo(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("netns: JetStream at %s not ready: %w (last: %v)", s.URL, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
