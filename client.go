@@ -31,6 +31,9 @@ type Client struct {
 	pats   map[*PatternSubscription]struct{}
 	done   chan struct{}
 	ending chan struct{} // closed when Close begins: Run returns
+	// making counts publishers and subscriptions being made (begin): Close
+	// waits for them before it closes the devices they use.
+	making sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
@@ -57,6 +60,7 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 		Providers:     link.Providers(),
 		Provider:      o.provider,
 		Authorization: bus.Authorization{Publish: o.allowPub, Subscribe: o.allowSub},
+		LeaseTTL:      o.leaseTTL,
 		Logger:        &o.log,
 	})
 	if err != nil {
@@ -119,6 +123,30 @@ func (c *Client) remove(p *Publisher, s *Subscription) {
 	c.mu.Unlock()
 }
 
+// begin registers a publisher or subscription about to be made, so that
+// Close does not close the devices under it (one that finds the client
+// closed when it is made closes itself, and that uses them too). ctx bounds
+// the making by the connect timeout and ends when Close begins; call end
+// when the new one is added or closed.
+func (c *Client) begin() (ctx context.Context, end func(), err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	c.making.Add(1)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.connectTimeout)
+	go func() {
+		select {
+		case <-c.ending:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(); c.making.Done() }, nil
+}
+
 func (c *Client) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -146,6 +174,7 @@ func (c *Client) Close() error {
 		for p := range pubs {
 			errs = append(errs, p.close())
 		}
+		c.making.Wait() // no begin after closed is set
 		errs = append(errs, c.devs.Close(), c.node.Close())
 		close(c.done)
 		if err := errors.Join(errs...); err != nil {

@@ -33,6 +33,7 @@ type options struct {
 	tcpListen      string
 	tcpAdvertise   string
 	connectTimeout time.Duration
+	leaseTTL       time.Duration
 	log            zerolog.Logger
 	allowPub       map[string][]string
 	allowSub       map[string][]string
@@ -253,6 +254,24 @@ func WithConnectTimeout(d time.Duration) Option {
 			return optErr("WithConnectTimeout", d, "> 0")
 		}
 		o.connectTimeout = d
+		return nil
+	}
+}
+
+// WithLeaseTTL is how long a topic's home, if this client becomes it,
+// holds its lease without renewing (default 1s, at least 100ms). The home
+// renews every ttl/4 and gives the home up when it has not renewed for 3/4
+// of it; a dead home's successor is elected once the lease expires. A
+// longer lease rides out a starved process (a loaded machine, the race
+// detector) at the cost of a slower failover when a home dies without
+// closing. Every client of one bus should use the same value: the lease
+// bucket has one TTL.
+func WithLeaseTTL(ttl time.Duration) Option {
+	return func(o *options) error {
+		if ttl < 100*time.Millisecond {
+			return optErr("WithLeaseTTL", ttl, ">= 100ms")
+		}
+		o.leaseTTL = ttl
 		return nil
 	}
 }

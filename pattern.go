@@ -77,9 +77,11 @@ func (c *Client) SubscribePattern(pattern string, h TopicHandler, opts ...SubOpt
 	if err != nil {
 		return nil, err
 	}
-	if c.isClosed() {
-		return nil, ErrClosed
+	_, end, err := c.begin() // the watch's own context lives until Close
+	if err != nil {
+		return nil, err
 	}
+	defer end()
 	ps := &PatternSubscription{c: c, h: topicAdapter{h: h}, done: make(chan struct{}), stop: func() {}, manual: o.manual}
 	// The watch for future topics lives until Close; each topic's set-up is
 	// bounded by the subscriber's own connect timeout.
@@ -167,10 +169,11 @@ func (s *PatternSubscription) Err() error {
 // stops watching for new ones. The handler is not called after Close
 // returns. Idempotent.
 func (s *PatternSubscription) Close() error {
+	err := s.close() // before the delete: the client's Close waits for it then, and closes the devices after
 	s.c.mu.Lock()
 	delete(s.c.pats, s)
 	s.c.mu.Unlock()
-	return s.close()
+	return err
 }
 
 func (s *PatternSubscription) close() error {

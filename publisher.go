@@ -33,19 +33,22 @@ func (c *Client) Publisher(topic string, opts ...PubOption) (*Publisher, error) 
 			return nil, err
 		}
 	}
-	if c.isClosed() {
-		return nil, ErrClosed
+	ctx, end, err := c.begin()
+	if err != nil {
+		return nil, err
 	}
+	defer end()
 	claim := ring.ClaimCAS
 	if o.faa {
 		claim = ring.ClaimFAA
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.connectTimeout)
-	defer cancel()
 	p, err := publisher.New(ctx, c.node, c.devs, publisher.Config{Topic: topic, ID: o.id, PublisherID: o.publisherID,
 		Provider: c.provider(), SlotSize: o.slotSize, JournalSlots: o.journalSlots, Claim: claim, MaxBatch: o.maxBatch,
 		Timeout: o.timeout, Idle: o.idle, ConnectTimeout: c.opts.connectTimeout, Logger: c.log})
 	if err != nil {
+		if c.isClosed() {
+			return nil, ErrClosed
+		}
 		return nil, wrap(err)
 	}
 	pub := &Publisher{c: c, p: p}
@@ -142,8 +145,9 @@ func (p *Publisher) Stats() PublisherStats { return p.p.Stats() }
 // leaves the topic and closes the publisher's links. Do not call it while
 // a publish runs. Idempotent.
 func (p *Publisher) Close() error {
+	err := p.close() // before remove: the client's Close waits for it then, and closes the devices after
 	p.c.remove(p, nil)
-	return p.close()
+	return err
 }
 
 func (p *Publisher) close() error { return wrap(p.p.Close()) }

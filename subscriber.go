@@ -74,14 +74,17 @@ func (c *Client) subscribe(topic string, h Handler, opts []SubOption) (*Subscrip
 	if err != nil {
 		return nil, nil, err
 	}
-	if c.isClosed() {
-		return nil, nil, ErrClosed
+	ctx, end, err := c.begin()
+	if err != nil {
+		return nil, nil, err
 	}
+	defer end()
 	sub := &Subscription{c: c, h: adapter{h: h}, done: make(chan struct{}), stop: func() {}, lockThread: o.lockThread, manual: o.manual}
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.connectTimeout)
-	defer cancel()
 	s, err := subscriber.New(ctx, c.node, c.devs, c.subConfig(topic, &o), &sub.h)
 	if err != nil {
+		if c.isClosed() {
+			return nil, nil, ErrClosed
+		}
 		return nil, nil, wrap(err)
 	}
 	sub.s = s
@@ -142,8 +145,9 @@ func (s *Subscription) Wait() error {
 // already in the ring, publishes the last statistics and releases the
 // ring. The handler is not called after Close returns. Idempotent.
 func (s *Subscription) Close() error {
+	err := s.close() // before remove: the client's Close waits for it then, and closes the devices after
 	s.c.remove(nil, s)
-	return s.close()
+	return err
 }
 
 func (s *Subscription) close() error {
