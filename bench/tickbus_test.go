@@ -24,7 +24,7 @@ func newLoopTopo(t testing.TB, mode ring.Mode) loopTopo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := tickbus.Connect(ctx)
+	srv, err := tickbus.Connect(ctx, tickbus.WithLeaseTTL(tbLease))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
 	a := roleArgs{transport: CaseTickbusShm, url: srv.URL(), size: 64, batch: 64, idle: "yield", ringMode: "lossy", claim: "cas",
