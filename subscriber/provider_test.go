@@ -39,6 +39,12 @@ func (l *lastStats) provider() string {
 // and these tests are about order and providers, not gap detection.
 const gapTimeout = time.Second
 
+// pubTimeout for their publishers, for the same reason: under -race on the
+// loaded machine a tcp completion can take longer than the 1 s default
+// (ring.ErrTimeout, "timed out waiting for a completion"), and no test here
+// is about a publish's timeout.
+const pubTimeout = 10 * time.Second
+
 // Two hosts in one process (nodes with distinct host ids): each publisher
 // writes over shm to the subscriber on its host and over tcp to the other;
 // the second publisher claims on the first's home over tcp. Both rings are
@@ -75,11 +81,11 @@ func TestProviders_ShmAndTCPInOneTopic_OneOrder(t *testing.T) {
 	go func() { errs <- subA.Run(ctx) }()
 	go func() { errs <- subB.Run(ctx) }()
 
-	pubA, err := publisher.New(ctx, pa, dpa, publisher.Config{Topic: "mix", Idle: rdma.Yield{}})
+	pubA, err := publisher.New(ctx, pa, dpa, publisher.Config{Topic: "mix", Idle: rdma.Yield{}, Timeout: pubTimeout})
 	require.NoError(t, err)
 	defer pubA.Close()
 	require.True(t, pubA.IsHome())
-	pubB, err := publisher.New(ctx, pb, dpb, publisher.Config{Topic: "mix", Idle: rdma.Yield{}})
+	pubB, err := publisher.New(ctx, pb, dpb, publisher.Config{Topic: "mix", Idle: rdma.Yield{}, Timeout: pubTimeout})
 	require.NoError(t, err)
 	defer pubB.Close()
 	require.False(t, pubB.IsHome())
@@ -165,11 +171,12 @@ func TestProviders_ConnectOverUnavailableProvider_RefusedClearly(t *testing.T) {
 func TestProviders_TCPAllocatedRingAndHome_ServeShmPeers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err := bus.Open(ctx, bus.Config{NodeID: "ta", HostID: "hostA"})
+	// the long lease of the test above, for the same reason
+	a, err := bus.Open(ctx, bus.Config{NodeID: "ta", HostID: "hostA", LeaseTTL: 5 * time.Second})
 	require.NoError(t, err)
 	defer a.Close()
 	open := func(id string) (*bus.Node, *link.Devices) {
-		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: "hostA", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}})
+		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: "hostA", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}, LeaseTTL: 5 * time.Second})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = n.Close() })
 		d := link.NewDevices(link.DevicesConfig{HostID: "hostA"})
@@ -184,13 +191,14 @@ func TestProviders_TCPAllocatedRingAndHome_ServeShmPeers(t *testing.T) {
 	var got collect
 	sub, err := subscriber.New(ctx, b, db, subscriber.Config{Topic: "tr", Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, GapTimeout: gapTimeout, StatsInterval: -1}, &got)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Close() }) // a failed require: stop polling before db's cleanup unmaps the ring
 	errc := make(chan error, 1)
 	go func() { errc <- sub.Run(ctx) }()
-	home, err := publisher.New(ctx, a, da, publisher.Config{Topic: "tr", Provider: rdma.ProviderTCP, Idle: rdma.Yield{}})
+	home, err := publisher.New(ctx, a, da, publisher.Config{Topic: "tr", Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, Timeout: pubTimeout})
 	require.NoError(t, err)
 	defer home.Close()
 	require.True(t, home.IsHome())
-	other, err := publisher.New(ctx, c, dc, publisher.Config{Topic: "tr", Idle: rdma.Yield{}})
+	other, err := publisher.New(ctx, c, dc, publisher.Config{Topic: "tr", Idle: rdma.Yield{}, Timeout: pubTimeout})
 	require.NoError(t, err)
 	defer other.Close()
 	require.NoError(t, home.WaitSubscribers(ctx, 1))
