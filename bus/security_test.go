@@ -32,6 +32,7 @@ func TestSecurity_ForgedControlMessages_ChangeNothing(t *testing.T) {
 	cfg := func(id, url string) bus.Config {
 		c := testConfig(id, url)
 		c.HeartbeatTimeout = time.Minute // only a message, never a timeout, may drop a peer here
+		c.LeaseTTL = time.Minute         // and only a message, never a starved lease renewal (-race, load), may move a home
 		c.Authorization = auth
 		c.Logger = loggerTo(&logs)
 		return c
