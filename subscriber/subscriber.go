@@ -107,6 +107,9 @@ type Subscriber struct {
 	also   link.AlsoOn       // the ring registered on other providers' devices too
 	used   map[string]bool   // every provider a publisher connected over
 	closed bool
+	// closing is set (under mu) when Close begins, before it waits for wg:
+	// spawn adds to wg only before it, so no Add races the Wait.
+	closing bool
 
 	final atomic.Pointer[Counters] // set before the ring is unmapped
 
@@ -300,6 +303,20 @@ func New(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config, h 
 	return s, nil
 }
 
+// spawn runs f (which calls s.wg.Done) on a goroutine of its own that
+// Close waits for, unless Close has begun: the bus serves connects and home
+// records on its goroutines, which may still run when Close waits (a
+// WaitGroup Add then races the Wait: go test -race, TestWildcard_MiddleStar).
+func (s *Subscriber) spawn(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return
+	}
+	s.wg.Add(1)
+	go f()
+}
+
 // accept serves a publisher's connect: a queue pair on the ring's device,
 // connected to the publisher's, and the ring's descriptor.
 func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
@@ -327,8 +344,7 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 	}
 	if s.h.joinedAt.Load() == 0 {
 		s.learnStart(ctx, req.From)
-		s.wg.Add(1)
-		go s.unstick(req.From)
+		s.spawn(func() { s.unstick(req.From) })
 	}
 	key := req.From.ID + "/" + req.ID
 	s.mu.Lock()
@@ -343,8 +359,7 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 	s.mu.Unlock()
 	s.h.extend(s.cfg.JoinGrace)
 	if s.cfg.Mode == ring.Reliable && prov == s.dev.Provider() && len(req.Data) > 0 {
-		s.wg.Add(1)
-		go s.attachCredit(req.From, string(req.Data)) // Data: the publisher's id
+		s.spawn(func() { s.attachCredit(req.From, string(req.Data)) }) // Data: the publisher's id
 	}
 	s.log.Info().Str("publisher", key).Str("provider", prov).Str("publisher_host", req.From.HostID).Msg("subscriber: publisher connected")
 	return bus.ConnectReply{Endpoint: qp.LocalEndpoint(), Region: desc}, nil
@@ -368,8 +383,7 @@ func (s *Subscriber) onHome(hi bus.HomeInfo) {
 		Msg("subscriber: home record")
 	if len(hi.Descriptor) > 0 && hi.Epoch != s.journalEpoch {
 		s.journalEpoch = hi.Epoch
-		s.wg.Add(1)
-		go s.attachJournal(hi)
+		s.spawn(func() { s.attachJournal(hi) })
 	}
 }
 
@@ -769,6 +783,9 @@ func (s *Subscriber) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
 		errs = append(errs, s.sub.Close())
+		s.mu.Lock()
+		s.closing = true // a connect or home record served from now on starts nothing (spawn)
+		s.mu.Unlock()
 		close(s.done)
 		s.wg.Wait()
 		s.stop.Store(true)
