@@ -240,3 +240,28 @@ func TestReader_FencedCounter_NeverReadAsClaims(t *testing.T) {
 	}
 	assert.Empty(t, c.events, "a fenced counter is not 2^62 claimed sequences")
 }
+
+// A fenced writer whose reliable subscriber has no room (it sits on the
+// ended epoch's range, or is stalled) gets ErrFenced at once, not
+// ErrBackPressure after the timeout: only ErrFenced makes it fail over, so
+// waiting for room first left every publisher of the chaos test waiting on
+// a full ring, and no home was elected for as long as that lasted.
+func TestWriter_FencedWithFullReliableRing_ErrFencedNotBackPressure(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{Timeout: 30 * time.Millisecond})
+	r := tp.addRing(RingConfig{Slots: 64, Mode: Reliable, GapTimeout: -1})
+	defer r.Close()
+	for i := uint64(1); i <= 64; i++ {
+		_, err := tp.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+	}
+	_, err := tp.w.Publish(0, payloadFor(65, 8), 0)
+	require.ErrorIs(t, err, ErrBackPressure, "full and not fenced: back pressure")
+	tp.w.SetLimit(0)
+	_, err = tp.w.Publish(0, payloadFor(65, 8), 0)
+	require.ErrorIs(t, err, ErrFenced)
+	_, err = tp.w.PublishBatch([]Tick{{Payload: payloadFor(65, 8)}})
+	require.ErrorIs(t, err, ErrFenced)
+	_, err = tp.w.PublishAt(65, 0, payloadFor(65, 8), 0)
+	require.ErrorIs(t, err, ErrFenced)
+	assert.Equal(t, uint64(65), tp.home.Counter(), "nothing claimed")
+}

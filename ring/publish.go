@@ -31,6 +31,9 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 	if err != nil {
 		return 0, err
 	}
+	if !w.inLimit(w.cached, 1) {
+		return 0, ErrFenced // before the room: a fenced writer must fail over, not wait
+	}
 	if tl.reliable > 0 && !w.waitRoom(tl, w.cached) {
 		w.stats.backPressure.Add(1)
 		return 0, ErrBackPressure
@@ -68,6 +71,9 @@ func (w *Writer) PublishBatch(ticks []Tick) (uint64, error) {
 	tl, err := w.begin()
 	if err != nil {
 		return 0, err
+	}
+	if !w.inLimit(w.cached, uint64(n)) {
+		return 0, ErrFenced // before the room: a fenced writer must fail over, not wait
 	}
 	if tl.reliable > 0 && !w.waitRoom(tl, w.cached+uint64(n)-1) {
 		w.stats.backPressure.Add(1)
@@ -109,12 +115,12 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 	if err != nil {
 		return 0, err
 	}
+	if !w.inLimit(seq, 1) {
+		return 0, ErrFenced // before the room, as in Publish
+	}
 	if tl.reliable > 0 && !w.waitRoom(tl, seq) {
 		w.stats.backPressure.Add(1)
 		return 0, ErrBackPressure
-	}
-	if !w.inLimit(seq, 1) {
-		return 0, ErrFenced
 	}
 	var since int64
 	for {
