@@ -664,3 +664,42 @@ func TestReader_AddCredit_SamePublisherAgain_ReplacesTheCell(t *testing.T) {
 	}
 	assert.Equal(t, uint64(11), cell.Next.Load())
 }
+
+// failingQP is a queue pair whose posts all fail, counting them (a journal
+// whose home went away).
+type failingQP struct {
+	rdma.QueuePair
+	posts int
+}
+
+func (q *failingQP) PostSend(*rdma.WorkRequest) error {
+	q.posts++
+	return rdma.ErrCompletion
+}
+
+// A journal whose READs fail is given up after the first: the rest of the
+// range is reported at once, not fetched sequence by sequence (each fetch
+// of a home that went away can cost the journal's timeout; a chaos run's
+// subscriber sat in one Poll for 30 s). DropJournal detaches it too.
+func TestReader_JournalFailing_GivenUpAfterOneFetch(t *testing.T) {
+	tp := newTopo(t, HomeConfig{JournalSlots: 256}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64})
+	jq, _ := qpPair(t, tp.dev, tp.rcq, tp.dev, tp.homeQ)
+	fq := &failingQP{QueuePair: jq}
+	require.NoError(t, r.Reader().SetJournal(tp.dev, fq, tp.home.Desc(), time.Second))
+	const n = 1000
+	for i := 1; i <= n; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 16), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return r.Reader().Next() == n+1 })
+	require.Equal(t, []Event{{Kind: EventOverrun, From: 1, To: n - 64}}, c.events)
+	require.Len(t, c.ticks, 64)
+	assert.Equal(t, 1, fq.posts, "one failed fetch, then no more")
+	assert.Zero(t, r.Reader().Stats().Recovered)
+
+	r.Reader().DropJournal()
+	r.Reader().Poll(&c)
+	assert.Nil(t, r.Reader().journal, "dropped at the next poll")
+}
