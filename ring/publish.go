@@ -35,6 +35,7 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 		return 0, ErrFenced // before the room: a fenced writer must fail over, not wait
 	}
 	if tl.reliable > 0 && !w.waitRoom(tl, w.cached) {
+		w.unstick(tl, w.cached)
 		w.stats.backPressure.Add(1)
 		return 0, ErrBackPressure
 	}
@@ -76,6 +77,7 @@ func (w *Writer) PublishBatch(ticks []Tick) (uint64, error) {
 		return 0, ErrFenced // before the room: a fenced writer must fail over, not wait
 	}
 	if tl.reliable > 0 && !w.waitRoom(tl, w.cached+uint64(n)-1) {
+		w.unstick(tl, w.cached)
 		w.stats.backPressure.Add(1)
 		return 0, ErrBackPressure
 	}
@@ -422,6 +424,7 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 		w.cached = orig
 		w.stats.casRetries.Add(1)
 		if tl != nil && tl.reliable > 0 && !w.waitRoom(tl, orig+n-1) {
+			w.unstick(tl, orig)
 			return 0, ErrBackPressure
 		}
 	}
@@ -594,21 +597,74 @@ func (t *target) position() uint64 {
 	return p
 }
 
+// unstick runs when a publish found no room by its deadline, with first
+// the topic's counter as this writer knows it. A reliable target whose
+// reader sits at p, p's slot unwritten, while the counter is a whole ring
+// ahead (first >= p+slots), never gets a later sequence from anyone (no
+// writer has room for one), so its gap detection has nothing to go on and
+// every writer of the topic waits on it for good: the sequences p..first-1
+// were claimed while its ring was no writer's target (a failover or a
+// reconnect left a hole bigger than the ring; the chaos test's reliable
+// subscriber stopped every publisher so). When two publishes in a row saw
+// it so at the same position, the writer writes one skip slot at p for
+// p..first-1: the reader reports them as one EventSkip and goes on. No
+// writer had room in that range beyond p+slots, and whatever a late
+// claimant writes below it afterwards is below the reader or reported.
+// Off the hot path: only after a publish timed out.
+func (w *Writer) unstick(tl *targetList, first uint64) {
+	for _, t := range tl.all {
+		if t.cell == nil || t.dropped {
+			continue
+		}
+		p := t.position()
+		if first < p+t.slots || first-p >= MaxSkip {
+			t.stuckAt = 0
+			continue
+		}
+		if t.stuckAt != p {
+			t.stuckAt = p // look again after the next publish without room
+			continue
+		}
+		t.stuckAt = 0
+		w.deadline = 0 // this publish's deadline has passed: one more for the READ
+		stamp, ok := w.readWord(t, t.base+(p&t.mask)*t.slotSize)
+		if !ok || stamp >= p { // written (or a newer lap: the position was stale)
+			continue
+		}
+		binary.LittleEndian.PutUint64(w.skipBuf[:], first-1)
+		w.stage(0, p, 0, FlagSkip, w.skipBuf[:], 0)
+		w.writeSlot(t, 0)
+		w.stats.skipped.Add(first - p)
+		w.log.Warn().Uint64("target", t.id).Uint64("from", p).Uint64("to", first-1).
+			Msg("ring: reliable reader stuck a ring behind the counter; its hole written as one skip slot")
+	}
+}
+
 // readHead READs t's ring head (the reader's position, which it stores
 // after every advancing poll) into t.head. False if the READ failed (the
 // target is dropped) or timed out.
 func (w *Writer) readHead(t *target) bool {
+	h, ok := w.readWord(t, t.base-offSlots+offHot)
+	if ok && h > t.head && h != StampBusy {
+		t.head = h
+	}
+	return ok
+}
+
+// readWord READs the 8 bytes at addr of t's ring. False if the READ
+// failed (the target is dropped) or timed out.
+func (w *Writer) readWord(t *target, addr uint64) (uint64, bool) {
 	w.claimID += 1 << 8
 	wr := &w.wr
 	wr.ID, wr.Op, wr.Flags = w.claimID|idHead, rdma.OpRead, rdma.FlagSignaled
 	wr.Local = rdma.SGE{Addr: w.stgAddr + stgHead, Len: 8, LKey: t.lkey}
-	wr.Remote = rdma.RemoteAddr{Addr: t.base - offSlots + offHot, RKey: t.rkey}
+	wr.Remote = rdma.RemoteAddr{Addr: addr, RKey: t.rkey}
 	w.claimDone = false
 	if err := t.qp.PostSend(wr); err != nil {
 		if !errors.Is(err, rdma.ErrSendQueueFull) {
 			w.drop(t, err)
 		}
-		return false
+		return 0, false
 	}
 	for !w.claimDone {
 		if w.reap() > 0 {
@@ -616,19 +672,16 @@ func (w *Writer) readHead(t *target) bool {
 		}
 		if w.expired() {
 			w.idle.Reset()
-			return false
+			return 0, false
 		}
 		w.idle.Idle(0)
 	}
 	w.idle.Reset() // the wait is over: a time-based strategy spins again next time
 	if !w.claimOK {
 		w.drop(t, rdma.ErrCompletion)
-		return false
+		return 0, false
 	}
-	if h := binary.LittleEndian.Uint64(w.stg[stgHead:]); h > t.head && h != StampBusy {
-		t.head = h
-	}
-	return true
+	return binary.LittleEndian.Uint64(w.stg[stgHead:]), true
 }
 
 // waitRoom waits through the idle strategy until roomFor(last); false at

@@ -189,6 +189,7 @@ type target struct {
 	journal  bool
 	cell     *creditCell // reliable only: the reader's position, written by the reader
 	head     uint64      // reliable only: the ring's head as last READ
+	stuckAt  uint64      // reliable only: the position a publish without room saw (unstick)
 	cellIdx  int
 	posts    uint32
 	dropped  bool // publishing goroutine only
