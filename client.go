@@ -28,6 +28,7 @@ type Client struct {
 	closed bool
 	pubs   map[*Publisher]struct{}
 	subs   map[*Subscription]struct{}
+	pats   map[*PatternSubscription]struct{}
 	done   chan struct{}
 	ending chan struct{} // closed when Close begins: Run returns
 
@@ -63,7 +64,7 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	}
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID(), TCPListen: o.tcpListen, TCPAdvertise: o.tcpAdvertise, Logger: o.log})
 	return &Client{node: node, devs: devs, opts: o, log: o.log,
-		pubs: map[*Publisher]struct{}{}, subs: map[*Subscription]struct{}{},
+		pubs: map[*Publisher]struct{}{}, subs: map[*Subscription]struct{}{}, pats: map[*PatternSubscription]struct{}{},
 		done: make(chan struct{}), ending: make(chan struct{})}, nil
 }
 
@@ -132,11 +133,14 @@ func (c *Client) Close() error {
 		c.mu.Lock()
 		c.closed = true
 		close(c.ending)
-		subs, pubs := c.subs, c.pubs
-		c.subs, c.pubs = map[*Subscription]struct{}{}, map[*Publisher]struct{}{}
+		subs, pubs, pats := c.subs, c.pubs, c.pats
+		c.subs, c.pubs, c.pats = map[*Subscription]struct{}{}, map[*Publisher]struct{}{}, map[*PatternSubscription]struct{}{}
 		c.mu.Unlock()
 		var errs []error
 		for s := range subs {
+			errs = append(errs, s.close())
+		}
+		for s := range pats {
 			errs = append(errs, s.close())
 		}
 		for p := range pubs {

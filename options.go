@@ -448,8 +448,8 @@ func WithBatch(n int) SubOption {
 }
 
 // WithPollIdle is what the polling goroutine does when the ring is empty
-// (default rdma.NewBackoff(): spin, yield, then park up to 1ms;
-// rdma.BusySpin{} for the lowest latency on a core of its own).
+// (default Adaptive(): spin for 50 µs after the last tick, yield, then
+// park up to 1ms; BusySpin() for the lowest latency on a core of its own).
 func WithPollIdle(idle rdma.IdleStrategy) SubOption {
 	return func(o *subOptions) error {
 		if idle == nil {

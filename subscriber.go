@@ -70,32 +70,17 @@ func (c *Client) subscribe(topic string, h Handler, opts []SubOption) (*Subscrip
 	if h == nil {
 		return nil, nil, optErr("Subscribe", "nil", "a Handler (tickbus.OnTick, tickbus.HandlerFuncs, or your own)")
 	}
-	var o subOptions
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, nil, optErr("Subscribe", "nil", "a SubOption")
-		}
-		if err := opt(&o); err != nil {
-			return nil, nil, err
-		}
+	o, err := parseSubOptions("Subscribe", opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	if c.isClosed() {
 		return nil, nil, ErrClosed
 	}
-	mode := ring.Lossy
-	if o.reliable {
-		mode = ring.Reliable
-	}
-	var onStats func(*stats.Message)
-	if o.onStats != nil {
-		onStats = o.onStats
-	}
 	sub := &Subscription{c: c, h: adapter{h: h}, done: make(chan struct{}), stop: func() {}, lockThread: o.lockThread, manual: o.manual}
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.connectTimeout)
 	defer cancel()
-	s, err := subscriber.New(ctx, c.node, c.devs, subscriber.Config{Topic: topic, ID: o.id, Slots: o.slots, SlotSize: o.slotSize,
-		Mode: mode, GapTimeout: o.gapTimeout, MaxBatch: o.maxBatch, Provider: c.provider(), Idle: o.idle,
-		StatsInterval: o.statsInterval, OnStats: onStats, Logger: c.log}, &sub.h)
+	s, err := subscriber.New(ctx, c.node, c.devs, c.subConfig(topic, &o), &sub.h)
 	if err != nil {
 		return nil, nil, wrap(err)
 	}
@@ -196,4 +181,34 @@ func (c *Client) Run(ctx context.Context, topic string, h Handler, opts ...SubOp
 	sub.err = wrap(err)
 	close(sub.done)
 	return errors.Join(sub.err, sub.Close())
+}
+
+// parseSubOptions applies opts in order; call names the method for errors.
+func parseSubOptions(call string, opts []SubOption) (subOptions, error) {
+	var o subOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return o, optErr(call, "nil", "a SubOption")
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// subConfig is the subscriber.Config of a subscription of topic (a topic
+// or, for SubscribePattern, a pattern) with options o.
+func (c *Client) subConfig(topic string, o *subOptions) subscriber.Config {
+	mode := ring.Lossy
+	if o.reliable {
+		mode = ring.Reliable
+	}
+	var onStats func(*stats.Message)
+	if o.onStats != nil {
+		onStats = o.onStats
+	}
+	return subscriber.Config{Topic: topic, ID: o.id, Slots: o.slots, SlotSize: o.slotSize,
+		Mode: mode, GapTimeout: o.gapTimeout, MaxBatch: o.maxBatch, Provider: c.provider(), Idle: o.idle,
+		StatsInterval: o.statsInterval, OnStats: onStats, Logger: c.log}
 }

@@ -47,6 +47,7 @@ func (t *chanTx) push(f frame, deadline int64) error {
 		select {
 		case t.p.ch <- f:
 			t.w++
+			t.idle.Reset() // sent: a time-based strategy spins again
 			return nil
 		default:
 		}
@@ -89,6 +90,7 @@ func (r *chanRx) next(deadline int64) (int64, int64, error) {
 	for spins := 0; r.cur.n == 0; spins++ {
 		select {
 		case r.cur = <-r.p.ch:
+			r.idle.Reset() // received: a time-based strategy spins again
 		default:
 			r.idle.Idle(0)
 			if spins&255 == 255 && nanotime() > deadline {

@@ -81,6 +81,7 @@ func (t *floorTx) room(n int, deadline int64) error {
 			return ErrDeadline
 		}
 	}
+	t.idle.Reset() // room is work: a time-based strategy spins again
 	return nil
 }
 
@@ -167,6 +168,7 @@ func (r *floorRx) next(deadline int64) (int64, int64, error) {
 			return 0, 0, ErrDeadline
 		}
 	}
+	r.idle.Reset()     // a tick is work: a time-based strategy spins again
 	copy(r.scratch, s) // consume the tick
 	ts, err := r.codec.decodeBody(r.scratch[offTick:])
 	seq := r.pos

@@ -217,6 +217,7 @@ func pacedLoop(tx txPort, echo rxPort, idle rdma.IdleStrategy, s schedule) (txSt
 			idle.Idle(0)
 			now = nanotime()
 		}
+		idle.Reset() // due: a time-based strategy spins again for the next wait
 		if err := tx.send(i, intended, s.deadline); err != nil {
 			return st, err
 		}

@@ -151,6 +151,7 @@ func (r *natsRx) next(deadline int64) (int64, int64, error) {
 			}
 		}
 	}
+	r.idle.Reset() // received: a time-based strategy spins again
 	copy(r.scratch, r.cur[:r.size])
 	r.cur = r.cur[r.size:]
 	return r.codec.decode(r.scratch)

@@ -167,7 +167,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: Provider %q, want \"\", shm, tcp or verbs", ErrInvalidConfig, c.Provider)
 	}
 	for topic, node := range c.Homes {
-		if err := checkToken("Homes topic", topic); err != nil {
+		if err := checkTopic("Homes topic", topic); err != nil {
 			return c, err
 		}
 		if err := checkToken("Homes["+topic+"]", node); err != nil {

@@ -48,7 +48,7 @@ func TestConnect_Errors_AreClear(t *testing.T) {
 	for name, req := range map[string]bus.ConnectRequest{
 		"kind":     {Topic: "t", Kind: "other", Endpoint: ep},
 		"endpoint": {Topic: "t", Kind: bus.TargetHome},
-		"topic":    {Topic: "a.b", Kind: bus.TargetHome, Endpoint: ep},
+		"topic":    {Topic: "a..b", Kind: bus.TargetHome, Endpoint: ep},
 		"id":       {Topic: "t", Kind: bus.TargetSubscriber, Endpoint: ep},
 	} {
 		_, err = a.Connect(ctx, "b", req)
@@ -108,7 +108,7 @@ func TestNode_Specs_Invalid_RejectedWithoutEffect(t *testing.T) {
 	a := openNode(t, testConfig("a", ""))
 	var rec recorder
 	for name, mut := range map[string]func(*bus.SubscribeSpec){
-		"topic":  func(s *bus.SubscribeSpec) { s.Topic = "a.b" },
+		"topic":  func(s *bus.SubscribeSpec) { s.Topic = "a..b" },
 		"empty":  func(s *bus.SubscribeSpec) { s.Topic = "" },
 		"id":     func(s *bus.SubscribeSpec) { s.ID = "x y" },
 		"mode":   func(s *bus.SubscribeSpec) { s.Mode = "fast" },

@@ -17,6 +17,15 @@
 // jittered exponential backoff; after a reconnect it re-announces everything
 // and asks who is there.
 //
+// # Topics
+//
+// A topic is up to 8 tokens of [A-Za-z0-9_:-] joined by dots
+// ("md.nasdaq.itch"), 128 bytes at most (CheckTopic). A subject carries a
+// topic only as its tail, or followed by exactly one id token
+// (P.stats.<topic>.<subscriber>), so no two topics share a subject.
+// ParsePattern and Pattern.Match give NATS-style patterns over topics
+// ("md.nasdaq.>", "md.*.itch"), which subscriber.Wildcard subscribes to.
+//
 // # Subjects (P is Config.Prefix, default "tickbus")
 //
 //	P.d.hb              heartbeat, every HeartbeatInterval

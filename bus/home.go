@@ -297,7 +297,7 @@ func (n *Node) reply(m *nats.Msg, w *wireMsg) {
 // subscribers that read the journal, and for tools. ErrNoHome if no node
 // holds the topic's lease.
 func (n *Node) FindHome(ctx context.Context, topic string) (HomeInfo, error) {
-	if err := checkToken("topic", topic); err != nil {
+	if err := checkTopic("topic", topic); err != nil {
 		return HomeInfo{}, err
 	}
 	n.mu.Lock()

@@ -181,7 +181,7 @@ func TestHome_FindHome_LocalRemoteAndNone(t *testing.T) {
 	h, err = a.FindHome(ctx, "t")
 	require.NoError(t, err)
 	assert.True(t, h.Local)
-	_, err = a.FindHome(ctx, "a.b")
+	_, err = a.FindHome(ctx, "a..b")
 	require.ErrorIs(t, err, bus.ErrInvalidConfig)
 }
 

@@ -53,7 +53,7 @@ func (a Authorization) validate() error {
 	for name, m := range map[string]map[string][]string{"Publish": a.Publish, "Subscribe": a.Subscribe} {
 		for topic, ids := range m {
 			if topic != "*" {
-				if err := checkToken("Authorization."+name+" topic", topic); err != nil {
+				if err := checkTopic("Authorization."+name+" topic", topic); err != nil {
 					return err
 				}
 			}

@@ -79,7 +79,7 @@ func (n *Node) Publish(ctx context.Context, spec PublishSpec) (*Publication, err
 	if spec.ID == "" {
 		spec.ID = n.self.ID
 	}
-	if err := checkToken("PublishSpec.Topic", spec.Topic); err != nil {
+	if err := checkTopic("PublishSpec.Topic", spec.Topic); err != nil {
 		return nil, err
 	}
 	if err := checkToken("PublishSpec.ID", spec.ID); err != nil {

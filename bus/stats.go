@@ -179,7 +179,7 @@ type StatsWatch struct {
 func (n *Node) WatchStats(topic string, f StatsFunc, limitMsgs, limitBytes int) (*StatsWatch, error) {
 	subj := stats.SubjectAll(n.cfg.Prefix)
 	if topic != "" {
-		if err := checkToken("topic", topic); err != nil {
+		if err := checkTopic("topic", topic); err != nil {
 			return nil, err
 		}
 		subj = strings.TrimSuffix(stats.Subject(n.cfg.Prefix, topic, "x"), "x") + "*"

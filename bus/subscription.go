@@ -59,7 +59,7 @@ func (n *Node) Subscribe(_ context.Context, spec SubscribeSpec) (*Subscription, 
 	if spec.Mode == "" {
 		spec.Mode = ModeLossy
 	}
-	if err := checkToken("SubscribeSpec.Topic", spec.Topic); err != nil {
+	if err := checkTopic("SubscribeSpec.Topic", spec.Topic); err != nil {
 		return nil, err
 	}
 	if err := checkToken("SubscribeSpec.ID", spec.ID); err != nil {

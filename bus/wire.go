@@ -162,7 +162,7 @@ func (w *wireMsg) validate() error {
 		return bad("%s: error text too long", w.Kind)
 	}
 	needTopic := func() error {
-		if !validToken(w.Topic) {
+		if !validTopic(w.Topic) {
 			return bad("%s: topic %q", w.Kind, w.Topic)
 		}
 		return nil

@@ -70,6 +70,10 @@ type Config struct {
 	Timeout time.Duration
 	// Idle is what the writer does while it waits (default rdma.Yield{}).
 	Idle rdma.IdleStrategy
+	// ArbitrationWindow is how long PublishAt waits for the other line of
+	// an A/B pair to fill the sequences before one it is ahead at, before
+	// declaring them missing (default 1ms; see ring.WriterConfig).
+	ArbitrationWindow time.Duration
 	// ConnectTimeout bounds connecting to a subscriber or the home
 	// (default 5s).
 	ConnectTimeout time.Duration
@@ -476,7 +480,7 @@ func (p *Publisher) dialHome(ctx context.Context, hi bus.HomeInfo, timeout time.
 		Msg("publisher: claims go to the home")
 	w, err = ring.NewWriter(ring.WriterConfig{Device: dev, CQ: cq, HomeQP: qp, Home: hd, PublisherID: p.cfg.PublisherID,
 		Claim: p.cfg.Claim, MaxBatch: p.cfg.MaxBatch, Timeout: p.cfg.Timeout, Idle: p.cfg.Idle,
-		OnTargetDropped: p.onTargetDropped, Logger: p.cfg.Logger})
+		ArbitrationWindow: p.cfg.ArbitrationWindow, OnTargetDropped: p.onTargetDropped, Logger: p.cfg.Logger})
 	if err != nil {
 		return nil, qp, cq, fmt.Errorf("publisher: %w", err)
 	}

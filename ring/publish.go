@@ -458,8 +458,11 @@ func (w *Writer) atomic(op rdma.Opcode, compare, swap, add uint64) (uint64, erro
 		}
 	}
 	idled := false
+	tl := w.targets.Load() // pairs with the Store in AddTarget/RemoveTarget
 	for !w.claimDone {
-		if w.reap() > 0 {
+		// The claim completes on the home QP's CQ: poll that one only, not
+		// one more CQ per subscriber on every tick.
+		if w.reapCQ(tl, w.cq) > 0 {
 			continue
 		}
 		if w.expired() {
@@ -471,6 +474,12 @@ func (w *Writer) atomic(op rdma.Opcode, compare, swap, add uint64) (uint64, erro
 	}
 	if idled {
 		w.idle.Reset()
+	}
+	if w.pending > 2*len(tl.cqs) {
+		// Signalled WRITEs pile up on the targets' CQs: drain them (one
+		// write in SignalEvery is signalled, so on single ticks this is a
+		// poll of each CQ every few ticks, not every tick).
+		w.reap()
 	}
 	if !w.claimOK {
 		w.broken = ErrHomeFailed
@@ -487,33 +496,38 @@ func (w *Writer) reap() int {
 	total := 0
 	tl := w.targets.Load() // pairs with the Store in AddTarget/RemoveTarget
 	for _, cq := range tl.cqs {
-		n := cq.Poll(w.comps[:])
-		for i := 0; i < n; i++ {
-			c := &w.comps[i]
-			switch c.ID & 0xff {
-			case idClaim, idHead:
-				if c.ID == w.claimID|c.ID&0xff {
-					w.claimDone, w.claimOK = true, c.Status == rdma.StatusSuccess
-				}
-			case idFlush:
-				if c.ID == w.claimID|idFlush {
-					w.flushGot++
-					if c.Status != rdma.StatusSuccess {
-						w.failQP(tl, cq, c.QPN, c.Status)
-					}
-				}
-			case idWrite:
-				if w.pending > 0 {
-					w.pending--
-				}
+		total += w.reapCQ(tl, cq)
+	}
+	return total
+}
+
+// reapCQ drains cq (one of tl's) and returns how many completions it took.
+func (w *Writer) reapCQ(tl *targetList, cq rdma.CompletionQueue) int {
+	n := cq.Poll(w.comps[:])
+	for i := 0; i < n; i++ {
+		c := &w.comps[i]
+		switch c.ID & 0xff {
+		case idClaim, idHead:
+			if c.ID == w.claimID|c.ID&0xff {
+				w.claimDone, w.claimOK = true, c.Status == rdma.StatusSuccess
+			}
+		case idFlush:
+			if c.ID == w.claimID|idFlush {
+				w.flushGot++
 				if c.Status != rdma.StatusSuccess {
 					w.failQP(tl, cq, c.QPN, c.Status)
 				}
 			}
+		case idWrite:
+			if w.pending > 0 {
+				w.pending--
+			}
+			if c.Status != rdma.StatusSuccess {
+				w.failQP(tl, cq, c.QPN, c.Status)
+			}
 		}
-		total += n
 	}
-	return total
+	return n
 }
 
 // waitCQ waits for at least one completion; false at the deadline.
@@ -595,10 +609,12 @@ func (w *Writer) readHead(t *target) bool {
 			continue
 		}
 		if w.expired() {
+			w.idle.Reset()
 			return false
 		}
 		w.idle.Idle(0)
 	}
+	w.idle.Reset() // the wait is over: a time-based strategy spins again next time
 	if !w.claimOK {
 		w.drop(t, rdma.ErrCompletion)
 		return false

@@ -587,3 +587,39 @@ func TestReader_Credits_BatchedThenFlushedWhenIdle(t *testing.T) {
 	}
 	assert.Equal(t, uint64(14), cell.Next.Load(), "flushed when idle")
 }
+
+// With a CQ per target QP (as the product's link.Open makes them) a claim
+// polls only the home's CQ; the targets' CQs are drained as their signalled
+// WRITEs pile up, so a failed target is still found and dropped within a
+// bounded number of publishes, and the others get every tick.
+func TestWriter_TargetWithOwnCQ_FailedIsDroppedWithinBoundedPublishes(t *testing.T) {
+	var dropped []uint64
+	tp := newTopo(t, HomeConfig{}, WriterConfig{OnTargetDropped: func(id uint64, err error) { dropped = append(dropped, id) }})
+	own := func(id uint64) *Ring {
+		r, err := NewRing(tp.dev, RingConfig{Slots: 1024, CQ: tp.rcq})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.Close() })
+		cq := newCQ(t, tp.dev, 8192)
+		wq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.rcq)
+		_, err = tp.w.AddTarget(Target{ID: id, QP: wq, CQ: cq, Ring: r.Desc()})
+		require.NoError(t, err)
+		return r
+	}
+	gone, stay := own(7), own(8)
+	_, err := tp.w.Publish(0, payloadFor(1, 8), 0)
+	require.NoError(t, err)
+	require.NoError(t, gone.Close()) // deregisters: writes now fail at the target
+	const n = 300                    // more than a send queue (256) of WRITEs
+	for i := 2; i <= n; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []uint64{7}, dropped)
+	assert.Equal(t, 1, tp.w.Stats().Targets)
+	var c collector
+	pollUntil(t, stay.Reader(), &c, func() bool { return len(c.ticks) == n })
+	assert.Empty(t, c.events)
+	for i, tk := range c.ticks {
+		require.Equal(t, uint64(i+1), tk.Seq)
+	}
+}

@@ -33,5 +33,5 @@ func Example() {
 	if err := rep.Publish("", stats.Counters{Received: 4}, publish); err != nil {
 		fmt.Println(err)
 	}
-	// Output: tickbus.stats.md_AAPL.engine-1 4 4 1200 40031
+	// Output: tickbus.stats.md.AAPL.engine-1 4 4 1200 40031
 }

@@ -6,13 +6,37 @@ import "strings"
 const DefaultPrefix = "tickbus"
 
 // Subject returns the NATS subject a subscriber's stats for a topic go to:
-// <prefix>.stats.<topic>.<subscriber>. Topic and subscriber become single
-// tokens: every byte other than ASCII letters, digits, '-' and '_' becomes
-// '_' (so "md.AAPL" is the token "md_AAPL"); the message body carries the
-// names exactly. An empty prefix means DefaultPrefix; a prefix may hold
-// several tokens ("prod.tickbus"), each sanitised the same way.
+// <prefix>.stats.<topic>.<subscriber>. A topic keeps its dotted tokens
+// ("md.nasdaq.itch" is three), the subscriber is one token, so the last
+// token is always the subscriber and the ones before it the topic: two
+// topics never share a subject. Within each token, every byte other than
+// ASCII letters, digits, '-', '_' and ':' becomes '_' (valid topics and
+// ids have none); the message body carries the names exactly. An empty
+// prefix means DefaultPrefix; a prefix may hold several tokens
+// ("prod.tickbus"), each sanitised as Token does.
 func Subject(prefix, topic, subscriber string) string {
-	return subjectPrefix(prefix) + "." + Token(topic) + "." + Token(subscriber)
+	parts := strings.Split(topic, ".")
+	for i, p := range parts {
+		parts[i] = subjectToken(p)
+	}
+	return subjectPrefix(prefix) + "." + strings.Join(parts, ".") + "." + subjectToken(subscriber)
+}
+
+// subjectToken is Token keeping ':', which NATS subjects allow and topics
+// may hold.
+func subjectToken(s string) string {
+	if s == "" {
+		return "_"
+	}
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == ':':
+		default:
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
 
 // SubjectAll is the wildcard subject that matches every stats subject under

@@ -46,7 +46,7 @@ type Config struct {
 	// hosts) gets the same memory registered on that device too, so one
 	// ring serves both; Subscriber.Providers says which are in use.
 	Provider string
-	// Idle is Run's idle strategy (default rdma.NewBackoff()).
+	// Idle is Run's idle strategy (default rdma.NewAdaptive()).
 	Idle rdma.IdleStrategy
 	// StatsInterval between stats messages (default 1s); negative disables
 	// the stats loop.
@@ -82,7 +82,7 @@ func (c *Config) setDefaults() error {
 		c.Provider = rdma.ProviderShm
 	}
 	if c.Idle == nil {
-		c.Idle = rdma.NewBackoff()
+		c.Idle = rdma.NewAdaptive()
 	}
 	if c.StatsInterval == 0 {
 		c.StatsInterval = time.Second

@@ -33,6 +33,12 @@
 // message's provider field, and Providers, name the set in use ("shm",
 // "tcp", "shm+tcp"); each connect is logged with its provider.
 //
+// Wildcards: NewWildcard takes a pattern ("md.nasdaq.>", "md.*.itch")
+// and runs one Subscriber per matching topic the bus hears of, present and
+// future (it looks every DiscoverEvery), all polled by one goroutine; each
+// topic keeps its own ring, sequence, events and stats, and a
+// TopicHandler is told the topic of every batch.
+//
 // Close withdraws the subscription (publishers drop the ring), drains what
 // is already in the ring, publishes the last stats, closes the queue pairs
 // and unmaps the ring.

@@ -135,7 +135,7 @@ func main() {
 	defer c.Close()
 	e := &engine{books: map[uint64]*book{}, lat: hdrhistogram.New(1, 10_000_000_000, 3), next: time.Now().Add(time.Second)}
 	runtime.LockOSThread() // this goroutine is the poller
-	if err := c.Run(ctx, *topic, e, tickbus.WithPollIdle(tickbus.Backoff())); err != nil {
+	if err := c.Run(ctx, *topic, e, tickbus.WithPollIdle(tickbus.Adaptive())); err != nil {
 		fmt.Fprintln(os.Stderr, "engine:", err)
 		os.Exit(1)
 	}

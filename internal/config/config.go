@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/feed/itch"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/tick"
@@ -20,14 +23,16 @@ type Config struct {
 	Log   Log    `yaml:"log"`
 	Bus   Bus    `yaml:"bus"`
 	Topic string `yaml:"topic"`
-	// Idle is the poll loops' idle strategy: spin (one core per poller,
-	// lowest latency), yield or backoff.
+	// Idle is the poll loops' idle strategy: adaptive (the default: spin
+	// while ticks come, park when idle), spin (one core per poller, lowest
+	// latency), yield or backoff.
 	Idle string `yaml:"idle"`
 	Ring Ring   `yaml:"ring"`
 	// JSON prints events and the final summary as JSON lines on stdout
 	// instead of text (for scripts; the demo reads its parts this way).
 	JSON bool `yaml:"json"`
 	Pub  Pub  `yaml:"pub"`
+	Feed Feed `yaml:"feed"`
 	Sub  Sub  `yaml:"sub"`
 	Demo Demo `yaml:"demo"`
 }
@@ -132,6 +137,38 @@ type Pub struct {
 	WaitSubscribers int           `yaml:"wait_subscribers"`
 }
 
+// Feed says what `tickbus pub` publishes: the synthetic random walk (pub
+// keys) or a replay of a file.
+type Feed struct {
+	// Kind is random (the default), itch (a Nasdaq TotalView-ITCH 5.0
+	// file) or csv (see feed/csv for its header).
+	Kind string `yaml:"kind"`
+	// File is the file an itch or csv replay reads.
+	File string `yaml:"file"`
+	// Speed of a replay: 0 as fast as flow control allows, 1 the original
+	// pace, N N times faster.
+	Speed float64 `yaml:"speed"`
+	// Date is an ITCH file's trading day, YYYY-MM-DD; default the MMDDYYYY
+	// date that starts Nasdaq's file names.
+	Date string `yaml:"date"`
+	// Line is A or B for one of two redundant lines replaying the same
+	// file onto one topic (each tick at a fixed sequence through
+	// PublishAt; the topic must be fresh); "" for none.
+	Line string `yaml:"line"`
+	// LineWindow is how long a line ahead of the other waits for it to
+	// fill a sequence before declaring it missing (default 1ms).
+	LineWindow time.Duration `yaml:"line_window"`
+	// Progress draws a progress bar on stderr for files over 1 MiB.
+	Progress bool `yaml:"progress"`
+}
+
+// Feed kinds.
+const (
+	FeedRandom = "random"
+	FeedITCH   = "itch"
+	FeedCSV    = "csv"
+)
+
 // Sub configures `tickbus sub` and the demo's subscribers.
 type Sub struct {
 	// Print shows every tick.
@@ -159,10 +196,11 @@ func Default() Config {
 	return Config{
 		Log:   Log{Level: "info", Format: "console"},
 		Topic: "demo",
-		Idle:  "backoff",
+		Idle:  "adaptive",
 		Ring:  Ring{Slots: 1 << 14, SlotSize: 128, Mode: "lossy", GapTimeout: 100 * time.Millisecond, Journal: 4096},
 		Pub: Pub{Rate: 10_000, Batch: 1, Instruments: f.Instruments, FirstInstrument: f.FirstInstrument,
 			Venue: f.Venue, StartPrice: f.StartPrice, TickSize: f.TickSize, TradeRatio: f.TradeRatio, Seed: f.Seed, WaitSubscribers: 1},
+		Feed: Feed{Kind: FeedRandom, Progress: true},
 		Sub:  Sub{Interval: time.Second},
 		Demo: Demo{Duration: 5 * time.Second, Subscribers: 2, Dash: "127.0.0.1:0"},
 	}
@@ -198,9 +236,9 @@ func (c *Config) Validate(cmd string) error {
 		return err
 	}
 	if _, err := rdma.ParseIdle(c.Idle); err != nil || strings.TrimSpace(c.Idle) == "" {
-		return bad("idle", c.Idle, "spin, yield or backoff")
+		return bad("idle", c.Idle, "adaptive, spin, yield or backoff")
 	}
-	if err := checkTopic(c.Topic); err != nil {
+	if err := checkTopic(c.Topic, cmd == "sub"); err != nil {
 		return err
 	}
 	if err := c.Bus.validate(cmd); err != nil {
@@ -212,6 +250,11 @@ func (c *Config) Validate(cmd string) error {
 	switch cmd {
 	case "pub", "demo":
 		if err := c.Pub.validate(c.Ring); err != nil {
+			return err
+		}
+	}
+	if cmd == "pub" {
+		if err := c.Feed.validate(); err != nil {
 			return err
 		}
 	}
@@ -238,17 +281,73 @@ func (c *Config) Validate(cmd string) error {
 	return nil
 }
 
-func checkTopic(t string) error {
-	if t == "" || len(t) > 128 {
-		return bad("topic", t, "1..128 characters of [A-Za-z0-9_:-], such as equities")
+// checkTopic: a topic of up to 8 dotted tokens (md.nasdaq.itch); for a
+// subscriber also a pattern (md.nasdaq.>, md.*.itch).
+func checkTopic(t string, pattern bool) error {
+	if pattern && bus.IsPattern(t) {
+		if _, err := bus.ParsePattern(t); err != nil {
+			return bad("topic", t, "up to 8 dot-separated tokens of [A-Za-z0-9_:-], '*' for one token or a final '>' for the rest, such as md.nasdaq.> or md.*.itch")
+		}
+		return nil
 	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == ':') {
-			return bad("topic", t, "characters [A-Za-z0-9_:-] only (one NATS subject token), such as equities")
+	if t == "" || len(t) > bus.MaxTopicLen {
+		return bad("topic", t, "1..128 characters: up to 8 tokens of [A-Za-z0-9_:-] joined by dots, such as equities or md.nasdaq.itch")
+	}
+	if err := bus.CheckTopic(t); err != nil {
+		return bad("topic", t, "up to 8 tokens of [A-Za-z0-9_:-] joined by dots, such as equities or md.nasdaq.itch")
+	}
+	return nil
+}
+
+func (f *Feed) validate() error {
+	switch f.Kind {
+	case FeedRandom, "":
+		if f.Line != "" {
+			return bad("feed.line", f.Line, `"" with feed.kind random (A/B lines replay one file: feed.kind itch or csv)`)
+		}
+		return nil
+	case FeedITCH, FeedCSV:
+	default:
+		return bad("feed.kind", f.Kind, "random, itch or csv")
+	}
+	if f.File == "" {
+		return bad("feed.file", f.File, "the path of the "+f.Kind+" file to replay")
+	}
+	if st, err := os.Stat(f.File); err != nil || st.IsDir() {
+		return bad("feed.file", f.File, "a readable "+f.Kind+" file")
+	}
+	if math.IsNaN(f.Speed) || f.Speed < 0 || f.Speed > 1e6 {
+		return bad("feed.speed", f.Speed, "0 (as fast as flow control allows), 1 (original pace) or N (N times faster, up to 1e6)")
+	}
+	if f.Line != "" && f.Line != "A" && f.Line != "B" {
+		return bad("feed.line", f.Line, `A or B (or "" for no line)`)
+	}
+	if f.LineWindow < 0 {
+		return bad("feed.line_window", f.LineWindow, "0 (default 1ms) or a positive duration")
+	}
+	if f.Kind == FeedITCH {
+		if _, err := f.ITCHDate(); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// ITCHDate is the trading day of an ITCH replay: feed.date, else the
+// MMDDYYYY date starting the file's name.
+func (f *Feed) ITCHDate() (time.Time, error) {
+	if f.Date != "" {
+		d, err := time.Parse(time.DateOnly, f.Date)
+		if err != nil {
+			return time.Time{}, bad("feed.date", f.Date, "a date YYYY-MM-DD, such as 2019-01-30")
+		}
+		return d, nil
+	}
+	d, ok := itch.DateFromName(f.File)
+	if !ok {
+		return time.Time{}, bad("feed.date", f.Date, "the file's trading day YYYY-MM-DD (its name does not start with MMDDYYYY)")
+	}
+	return d, nil
 }
 
 func (b *Bus) validate(cmd string) error {
@@ -283,8 +382,8 @@ func (b *Bus) validate(cmd string) error {
 		for topic, ids := range m {
 			key := "bus.authorization." + name + "." + topic
 			if topic != "*" {
-				if err := checkTopic(topic); err != nil {
-					return bad(key, topic, `a topic of [A-Za-z0-9_:-] or "*" (every topic)`)
+				if err := checkTopic(topic, false); err != nil {
+					return bad(key, topic, `a topic (up to 8 tokens of [A-Za-z0-9_:-] joined by dots) or "*" (every topic)`)
 				}
 			}
 			for _, id := range ids {

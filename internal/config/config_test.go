@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -121,8 +123,19 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"tiny slot":   {"sub", func(c *Config) { c.Ring.SlotSize = 64 }, "ring.slot_size = 64: want room for a 56-byte tick"},
 		"mode":        {"sub", func(c *Config) { c.Ring.Mode = "fast" }, `ring.mode = "fast": want lossy (never slow the publisher) or reliable`},
 		"wait subs":   {"pub", func(c *Config) { c.Pub.WaitSubscribers = -1 }, "pub.wait_subscribers = -1"},
-		"idle":        {"pub", func(c *Config) { c.Idle = "nap" }, `idle = "nap": want spin, yield or backoff`},
-		"topic":       {"pub", func(c *Config) { c.Topic = "a.b" }, `topic = "a.b": want characters`},
+		"idle":        {"pub", func(c *Config) { c.Idle = "nap" }, `idle = "nap": want adaptive, spin, yield or backoff`},
+		"topic":       {"pub", func(c *Config) { c.Topic = "a..b" }, `topic = "a..b": want up to 8 tokens`},
+		"topic depth": {"pub", func(c *Config) { c.Topic = "a.b.c.d.e.f.g.h.i" }, `topic = "a.b.c.d.e.f.g.h.i": want up to 8 tokens`},
+		"pub pattern": {"pub", func(c *Config) { c.Topic = "md.>" }, `topic = "md.>": want up to 8 tokens`},
+		"sub pattern": {"sub", func(c *Config) { c.Topic = "md.>.x" }, `topic = "md.>.x": want up to 8 dot-separated tokens`},
+		"feed kind":   {"pub", func(c *Config) { c.Feed.Kind = "fix" }, `feed.kind = "fix": want random, itch or csv`},
+		"feed file":   {"pub", func(c *Config) { c.Feed.Kind = "itch" }, `feed.file = "": want the path of the itch file`},
+		"feed gone":   {"pub", func(c *Config) { c.Feed.Kind, c.Feed.File = "csv", "/nonexistent.csv" }, `feed.file = "/nonexistent.csv": want a readable csv file`},
+		"feed speed":  {"pub", func(c *Config) { c.Feed.Kind, c.Feed.File, c.Feed.Speed = "csv", "config.go", -2 }, `feed.speed = -2: want 0`},
+		"feed line":   {"pub", func(c *Config) { c.Feed.Kind, c.Feed.File, c.Feed.Line = "csv", "config.go", "C" }, `feed.line = "C": want A or B`},
+		"random line": {"pub", func(c *Config) { c.Feed.Line = "A" }, `feed.line = "A": want "" with feed.kind random`},
+		"itch date":   {"pub", func(c *Config) { c.Feed.Kind, c.Feed.File = "itch", "config.go" }, `feed.date = "": want the file's trading day`},
+		"bad date":    {"pub", func(c *Config) { c.Feed.Kind, c.Feed.File, c.Feed.Date = "itch", "config.go", "1/30/2019" }, `feed.date = "1/30/2019": want a date YYYY-MM-DD`},
 		"empty topic": {"pub", func(c *Config) { c.Topic = "" }, `topic = "": want 1..128`},
 		"topic chars": {"pub", func(c *Config) { c.Topic = "a b" }, `topic = "a b"`},
 		"rate":        {"pub", func(c *Config) { c.Pub.Rate = -1 }, "pub.rate = -1: want 0"},
@@ -147,8 +160,8 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"ring 8GiB": {"sub", func(c *Config) { c.Ring.Slots, c.Ring.SlotSize = 1<<23, 1<<10 }, "at most 4 GiB"},
 		"auth key": {"sub", func(c *Config) { c.Bus.Authorization.Publish = map[string][]string{"demo": {"alice"}} },
 			`bus.authorization.publish.demo = "alice": want a public user nkey`},
-		"auth topic": {"sub", func(c *Config) { c.Bus.Authorization.Subscribe = map[string][]string{"a.b": {"*"}} },
-			`bus.authorization.subscribe.a.b = "a.b": want a topic`},
+		"auth topic": {"sub", func(c *Config) { c.Bus.Authorization.Subscribe = map[string][]string{"a..b": {"*"}} },
+			`bus.authorization.subscribe.a..b = "a..b": want a topic`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -239,4 +252,19 @@ func TestLog_Logger_WritesTheChosenFormat(t *testing.T) {
 	l.Debug().Msg("shown")
 	assert.Contains(t, buf.String(), "shown")
 	assert.NotContains(t, buf.String(), "{")
+}
+
+// With no tuning flags, every poll loop gets the adaptive strategy: it
+// spins while ticks come and parks when idle (rdma.Adaptive).
+func TestDefault_IdleIsAdaptive(t *testing.T) {
+	c := Default()
+	assert.Equal(t, "adaptive", c.Idle)
+	s, err := rdma.ParseIdle(c.Idle)
+	require.NoError(t, err)
+	assert.IsType(t, &rdma.Adaptive{}, s)
+	for _, f := range []string{"demo.yaml", "pub.yaml", "sub.yaml"} {
+		raw, err := os.ReadFile(filepath.Join("../../configs", f))
+		require.NoError(t, err)
+		assert.Contains(t, string(raw), "idle: adaptive", "%s shows the default", f)
+	}
 }

@@ -19,8 +19,12 @@ func RegisterCommon(fs *flag.FlagSet, file *string, log *Log) {
 // RegisterFlags adds the flags of command cmd ("demo", "pub" or "sub"),
 // each bound to its field of c, with c's values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
-	fs.StringVar(&c.Topic, "topic", c.Topic, "`topic` to publish or subscribe to ([A-Za-z0-9_:-])")
-	fs.StringVar(&c.Idle, "idle", c.Idle, "poll loops' idle `strategy`: spin (a core per poller, lowest latency), yield or backoff")
+	topicHelp := "`topic` to publish to: up to 8 tokens of [A-Za-z0-9_:-] joined by dots (md.nasdaq.itch)"
+	if cmd == "sub" {
+		topicHelp = "`topic` or pattern to subscribe to: md.nasdaq.itch, md.nasdaq.> (every topic below) or md.*.itch (any one token)"
+	}
+	fs.StringVar(&c.Topic, "topic", c.Topic, topicHelp)
+	fs.StringVar(&c.Idle, "idle", c.Idle, "poll loops' idle `strategy`: adaptive (spin while ticks come, park when idle), spin (a core per poller, lowest latency), yield or backoff")
 	fs.StringVar(&c.Bus.Provider, "provider", c.Bus.Provider, `data-plane `+"`provider`"+`: auto picks per peer (shm on one host, tcp across hosts), or shm, tcp, verbs for every peer`)
 	fs.IntVar(&c.Ring.Slots, "slots", c.Ring.Slots, "ring `slots` per subscriber (a power of two)")
 	fs.IntVar(&c.Ring.SlotSize, "slot-size", c.Ring.SlotSize, "`bytes` per ring slot, 32-byte header included (a multiple of 64)")
@@ -50,6 +54,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 		fs.DurationVar(&c.Pub.Wait, "wait", c.Pub.Wait, "wait up to this `long` for --wait-subs subscribers before publishing (0: publish at once)")
 		fs.IntVar(&c.Pub.WaitSubscribers, "wait-subs", c.Pub.WaitSubscribers, "`number` of subscribers --wait waits for")
 		fs.Uint64Var(&c.Pub.FirstInstrument, "first-instrument", c.Pub.FirstInstrument, "lowest instrument `id`")
+		fs.StringVar(&c.Feed.Kind, "feed", c.Feed.Kind, "what to publish: `random` (the synthetic walk), itch (a TotalView-ITCH 5.0 file) or csv")
+		fs.StringVar(&c.Feed.File, "file", c.Feed.File, "the itch or csv `file` to replay")
+		fs.Float64Var(&c.Feed.Speed, "speed", c.Feed.Speed, "replay `speed`: 0 as fast as flow control allows, 1 the original pace, N N times faster")
+		fs.StringVar(&c.Feed.Date, "date", c.Feed.Date, "an ITCH file's trading `day`, YYYY-MM-DD (default from a MMDDYYYY file name)")
+		fs.StringVar(&c.Feed.Line, "line", c.Feed.Line, "`A` or B: one of two redundant lines replaying the same file onto a fresh topic, arbitrated by sequence")
+		fs.DurationVar(&c.Feed.LineWindow, "line-window", c.Feed.LineWindow, "how `long` a line ahead of the other waits for it to fill a sequence (default 1ms)")
+		fs.BoolVar(&c.Feed.Progress, "progress", c.Feed.Progress, "draw a progress bar on stderr while replaying a file over 1 MiB")
 	case "sub":
 		fs.BoolVar(&c.Sub.Print, "print", c.Sub.Print, "print every tick")
 		fs.DurationVar(&c.Sub.Interval, "interval", c.Sub.Interval, "`time` between status lines")

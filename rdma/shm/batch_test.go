@@ -92,6 +92,83 @@ func TestQP_PostSendBatch_ErrorCompletionFlushesTheRest(t *testing.T) {
 	assert.Zero(t, binary.LittleEndian.Uint64(target.Bytes()[64:]), "a flushed WRITE changes nothing")
 }
 
+// A chain whose leading WRITEs take the fast run and whose later requests
+// do not (a refused WRITE, then one it flushes) completes exactly as
+// PostSend one by one would.
+func TestQP_PostSendBatch_RefusedWriteAfterGoodOnesFlushesTheRest(t *testing.T) {
+	qp, cq, local, target := batchRig(t, 16)
+	binary.LittleEndian.PutUint64(local.Bytes(), 5)
+	bad := writeWR(local, target, 0, 8, 16, rdma.FlagSignaled)
+	bad.Remote.Addr = target.Addr() + 4096 - 4 // past the region's end
+	wrs := []rdma.WorkRequest{
+		writeWR(local, target, 0, 8, 0, 0),
+		writeWR(local, target, 0, 8, 8, rdma.FlagSignaled),
+		bad,
+		writeWR(local, target, 0, 8, 24, rdma.FlagSignaled),
+	}
+	n, err := qp.(rdma.BatchPoster).PostSendBatch(wrs)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	dst := target.Bytes()
+	assert.Equal(t, uint64(5), binary.LittleEndian.Uint64(dst[0:]))
+	assert.Equal(t, uint64(5), binary.LittleEndian.Uint64(dst[8:]))
+	assert.Zero(t, binary.LittleEndian.Uint64(dst[16:]), "refused")
+	assert.Zero(t, binary.LittleEndian.Uint64(dst[24:]), "flushed")
+	assert.Zero(t, binary.LittleEndian.Uint32(dst[4092:]), "nothing written past the end")
+	comps := make([]rdma.Completion, 8)
+	require.Equal(t, 3, cq.Poll(comps))
+	assert.Equal(t, []rdma.Status{rdma.StatusSuccess, rdma.StatusRemoteAccess, rdma.StatusFlushed},
+		[]rdma.Status{comps[0].Status, comps[1].Status, comps[2].Status})
+	assert.Equal(t, rdma.QPError, qp.State())
+}
+
+// Requests that switch between local offsets, then one with an unknown
+// lkey mid-chain: the good ones land where each says, the bad one fails
+// with a local protection error, and the rest is flushed.
+func TestQP_PostSendBatch_UnknownLocalKeyMidChainFailsThatRequest(t *testing.T) {
+	qp, cq, local, target := batchRig(t, 16)
+	binary.LittleEndian.PutUint64(local.Bytes()[0:], 1)
+	binary.LittleEndian.PutUint64(local.Bytes()[8:], 2)
+	unknownL := writeWR(local, target, 0, 8, 40, 0)
+	unknownL.Local.LKey ^= 0xffff
+	wrs := []rdma.WorkRequest{
+		writeWR(local, target, 0, 8, 0, 0),
+		writeWR(local, target, 8, 8, 8, 0),
+		writeWR(local, target, 0, 8, 16, rdma.FlagSignaled),
+		unknownL,
+		writeWR(local, target, 8, 8, 48, rdma.FlagSignaled),
+	}
+	n, err := qp.(rdma.BatchPoster).PostSendBatch(wrs)
+	require.NoError(t, err)
+	require.Equal(t, 5, n)
+	dst := target.Bytes()
+	assert.Equal(t, []uint64{1, 2, 1, 0, 0, 0, 0},
+		[]uint64{binary.LittleEndian.Uint64(dst[0:]), binary.LittleEndian.Uint64(dst[8:]), binary.LittleEndian.Uint64(dst[16:]),
+			binary.LittleEndian.Uint64(dst[24:]), binary.LittleEndian.Uint64(dst[32:]), binary.LittleEndian.Uint64(dst[40:]),
+			binary.LittleEndian.Uint64(dst[48:])})
+	comps := make([]rdma.Completion, 8)
+	require.Equal(t, 3, cq.Poll(comps))
+	assert.Equal(t, []rdma.Status{rdma.StatusSuccess, rdma.StatusLocalProtection, rdma.StatusFlushed},
+		[]rdma.Status{comps[0].Status, comps[1].Status, comps[2].Status})
+}
+
+// Other ops in a chain (a READ between WRITEs) run in order with them.
+func TestQP_PostSendBatch_MixedOpsRunInOrder(t *testing.T) {
+	qp, cq, local, target := batchRig(t, 16)
+	binary.LittleEndian.PutUint64(local.Bytes(), 11)
+	read := rdma.WorkRequest{ID: 99, Op: rdma.OpRead, Flags: rdma.FlagSignaled, Local: rdma.LocalSGE(local, 64, 8),
+		Remote: rdma.RemoteAddr{Addr: target.Addr(), RKey: target.RKey()}}
+	wrs := []rdma.WorkRequest{writeWR(local, target, 0, 8, 0, 0), read, writeWR(local, target, 64, 8, 8, rdma.FlagSignaled)}
+	n, err := qp.(rdma.BatchPoster).PostSendBatch(wrs)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	assert.Equal(t, uint64(11), binary.LittleEndian.Uint64(local.Bytes()[64:]), "the READ saw the WRITE before it")
+	assert.Equal(t, uint64(11), binary.LittleEndian.Uint64(target.Bytes()[8:]), "the WRITE after the READ wrote what it read")
+	comps := make([]rdma.Completion, 8)
+	require.Equal(t, 2, cq.Poll(comps))
+	assert.Equal(t, uint64(99), comps[0].ID)
+}
+
 func TestQP_PostSendBatch_StopsAtFullSendQueue(t *testing.T) {
 	qp, cq, local, target := batchRig(t, 4)
 	binary.LittleEndian.PutUint64(local.Bytes(), 9)

@@ -4,4 +4,7 @@
 // which keeps fuzzing the frame decoders fast.
 //
 //	go test -run XXX -bench . -benchtime 3000x ./rdma/tcp/tcpbench
+//
+// The tcp ends poll through the product's default idle strategy
+// (adaptive); TICKBUS_BENCH_IDLE=spin|yield|backoff picks another.
 package tcpbench

@@ -15,11 +15,21 @@ import (
 
 func init() {
 	register("pub", command{
-		synopsis: "publish a synthetic feed (random-walk prices, trades and quotes) on a topic",
+		synopsis: "publish a feed on a topic: synthetic (random walk), an ITCH 5.0 file or a CSV file",
 		about: `Publishes synthetic ticks on --topic at --rate per second (0: as fast as
 possible), paced from each tick's intended send time so that a stall shows
 in the subscribers' latency. With --nats it joins a running NATS server;
-without, it runs an embedded one and prints its URL.`,
+without, it runs an embedded one and prints its URL.
+
+--feed itch --file PATH replays a Nasdaq TotalView-ITCH 5.0 file as level-1
+ticks (instrument = stock locate, xseq = message number; --date or the
+file's MMDDYYYY name gives the day); --feed csv --file PATH replays a CSV
+file whose header is time,instrument,kind,price,size,exchange_seq. --speed
+0 replays as fast as flow control allows, 1 at the original pace, N N times
+faster. --line A and --line B on two publishers replaying the same file
+onto a fresh topic arbitrate each tick's sequence: subscribers see every
+tick once while either line delivers it. A bad message stops the replay
+with its byte offset (itch) or line and column (csv).`,
 		run: runPub,
 	})
 }
@@ -35,6 +45,11 @@ type pubSummary struct {
 	Rate      float64 `json:"rate"`
 	BehindNs  int64   `json:"max_behind_ns"`
 	Error     string  `json:"error,omitempty"`
+	// A replay (--feed itch|csv) also reports these.
+	Feed     string `json:"feed,omitempty"`
+	Messages uint64 `json:"messages,omitempty"`
+	Lost     uint64 `json:"lost_arbitration,omitempty"`
+	Line     string `json:"line,omitempty"`
 }
 
 func runPub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -44,8 +59,17 @@ func runPub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log, _ := c.Logger(stderr)
 	idle, _ := rdma.ParseIdle(c.Idle)
-	feed, err := publisher.NewFeed(c.Pub.FeedConfig())
-	if err != nil {
+	var (
+		walk *publisher.Feed
+		src  *replaySource
+	)
+	if c.Feed.Kind == config.FeedITCH || c.Feed.Kind == config.FeedCSV {
+		if src, err = openReplay(c); err != nil {
+			fmt.Fprintf(stderr, "tickbus pub: %v\n", err)
+			return ExitUsage
+		}
+		defer src.close()
+	} else if walk, err = publisher.NewFeed(c.Pub.FeedConfig()); err != nil {
 		return usageError(stderr, "pub", err)
 	}
 	node, devs, err := openNode(ctx, c, log)
@@ -66,7 +90,7 @@ func runPub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		journal = -1 // publisher.Config: -1 is none, 0 its default
 	}
 	p, err := publisher.New(ctx, node, devs, publisher.Config{Topic: c.Topic, Provider: provider(c), SlotSize: c.Ring.SlotSize,
-		JournalSlots: journal, MaxBatch: max(64, c.Pub.Batch), Idle: idle, Logger: log})
+		JournalSlots: journal, MaxBatch: max(64, c.Pub.Batch), Idle: idle, ArbitrationWindow: c.Feed.LineWindow, Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "tickbus pub: %v\n", err)
 		return ExitFailed
@@ -84,7 +108,10 @@ func runPub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return ExitFailed
 		}
 	}
-	res, runErr := publisher.RunFeed(ctx, p, feed, publisher.FeedRun{Rate: c.Pub.Rate, Duration: c.Pub.Duration, Batch: c.Pub.Batch, Idle: idle})
+	if src != nil {
+		return replay(ctx, c, p, node.ID(), src, idle, stdout, stderr, log)
+	}
+	res, runErr := publisher.RunFeed(ctx, p, walk, publisher.FeedRun{Rate: c.Pub.Rate, Duration: c.Pub.Duration, Batch: c.Pub.Batch, Idle: idle})
 	sum := pubSummary{Event: "published", Node: node.ID(), Published: res.Published, First: res.First, Last: res.Last,
 		Seconds: res.Elapsed.Seconds(), Rate: res.Rate(), BehindNs: int64(res.MaxBehind)}
 	if runErr != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/internal/config"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
@@ -30,7 +31,12 @@ totals received, gaps and overruns, and the interval's latency p50, p99,
 p99.9 and max (receive time minus each tick's publish time). --print shows
 every tick. On SIGINT or SIGTERM it withdraws, drains its ring, prints a
 summary (with a hash of the sequence order, equal across subscribers that
-saw the same ticks in the same order) and unmaps everything.`,
+saw the same ticks in the same order) and unmaps everything.
+
+--topic takes a pattern too: md.nasdaq.> subscribes to every topic below
+md.nasdaq, md.*.itch to every topic with any one token there, present and
+future; each topic keeps its own sequence, and --print then starts each
+line with the topic.`,
 		run: runSub,
 	})
 }
@@ -86,6 +92,21 @@ type subHandler struct {
 	first, last uint64
 	line        []byte
 	tk          tick.Tick
+	topic       string // the topic of the ticks at hand, for a pattern subscription
+}
+
+// wildHandler tells subHandler each batch's topic (a pattern
+// subscription): --print lines then start with it.
+type wildHandler struct{ s *subHandler }
+
+func (w wildHandler) OnTicks(topic string, ts []ring.Tick) {
+	w.s.topic = topic
+	w.s.OnTicks(ts)
+}
+
+func (w wildHandler) OnEvent(topic string, ev ring.Event) {
+	w.s.topic = topic
+	w.s.OnEvent(ev)
 }
 
 type hashState struct{ v uint64 }
@@ -118,7 +139,11 @@ func (s *subHandler) OnTicks(ts []ring.Tick) {
 			_, _ = s.seqLog.Write(s.line)
 		}
 		if s.print {
-			s.line = strconv.AppendUint(s.line[:0], t.Seq, 10)
+			s.line = s.line[:0]
+			if s.topic != "" {
+				s.line = append(append(s.line, s.topic...), ' ')
+			}
+			s.line = strconv.AppendUint(s.line, t.Seq, 10)
 			s.line = append(s.line, ' ')
 			if t.Type == tick.MessageType && tick.Decode(t.Payload, &s.tk) == nil {
 				s.line = s.tk.AppendText(s.line)
@@ -136,7 +161,15 @@ func (s *subHandler) OnTicks(ts []ring.Tick) {
 
 func (s *subHandler) OnEvent(ev ring.Event) {
 	if s.json {
+		if s.topic != "" {
+			fmt.Fprintf(s.out, `{"event":%q,"topic":%q,"from":%d,"to":%d}`+"\n", ev.Kind.String(), s.topic, ev.From, ev.To)
+			return
+		}
 		fmt.Fprintf(s.out, `{"event":%q,"from":%d,"to":%d}`+"\n", ev.Kind.String(), ev.From, ev.To)
+		return
+	}
+	if s.topic != "" {
+		fmt.Fprintf(s.out, "LOSS %s %s: %d sequence(s) %d..%d\n", s.topic, ev.Kind, ev.Count(), ev.From, ev.To)
 		return
 	}
 	fmt.Fprintf(s.out, "LOSS %s: %d sequence(s) %d..%d\n", ev.Kind, ev.Count(), ev.From, ev.To)
@@ -180,6 +213,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer node.Close()
 	defer devs.Close()
 
+	wild := bus.IsPattern(c.Topic)
 	total := stats.NewHistogram()
 	var totalMu sync.Mutex
 	start := time.Now()
@@ -192,9 +226,13 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		total.Merge(hist)
 		totalMu.Unlock()
 		if c.JSON {
-			_ = json.NewEncoder(out).Encode(map[string]any{"event": "stats", "received": m.Received, "gaps": m.Gaps,
+			ev := map[string]any{"event": "stats", "received": m.Received, "gaps": m.Gaps,
 				"overruns": m.Overruns, "rate": m.Rate, "provider": m.Provider, "cross_host": m.CrossHost, "p50_ns": hist.ValueAtQuantile(50), "p99_ns": hist.ValueAtQuantile(99),
-				"p999_ns": hist.ValueAtQuantile(99.9), "max_ns": hist.Max()})
+				"p999_ns": hist.ValueAtQuantile(99.9), "max_ns": hist.Max()}
+			if wild {
+				ev["topic"] = m.Topic // a pattern subscription: one stats line per topic
+			}
+			_ = json.NewEncoder(out).Encode(ev)
 			return
 		}
 		lat := "no ticks this interval"
@@ -202,12 +240,20 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			lat = "p50=" + fmtNs(hist.ValueAtQuantile(50)) + " p99=" + fmtNs(hist.ValueAtQuantile(99)) +
 				" p99.9=" + fmtNs(hist.ValueAtQuantile(99.9)) + " max=" + fmtNs(hist.Max())
 		}
-		fmt.Fprintf(out, "%6.1fs %9.0f/s recv=%d gaps=%d overruns=%d via=%s  %s\n",
-			time.Since(start).Seconds(), m.Rate, m.Received, m.Gaps, m.Overruns, orDash(m.Provider), lat)
+		topic := ""
+		if wild {
+			topic = m.Topic + " "
+		}
+		fmt.Fprintf(out, "%6.1fs %s%9.0f/s recv=%d gaps=%d overruns=%d via=%s  %s\n",
+			time.Since(start).Seconds(), topic, m.Rate, m.Received, m.Gaps, m.Overruns, orDash(m.Provider), lat)
 	}
 	mode, _ := ring.ParseMode(c.Ring.Mode)
-	s, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: c.Topic, Mode: mode, Slots: c.Ring.Slots, SlotSize: c.Ring.SlotSize,
-		GapTimeout: c.Ring.GapTimeout, Provider: provider(c), Idle: idle, StatsInterval: c.Sub.Interval, OnStats: onStats, Logger: log}, h)
+	scfg := subscriber.Config{Topic: c.Topic, Mode: mode, Slots: c.Ring.Slots, SlotSize: c.Ring.SlotSize,
+		GapTimeout: c.Ring.GapTimeout, Provider: provider(c), Idle: idle, StatsInterval: c.Sub.Interval, OnStats: onStats, Logger: log}
+	if wild {
+		return runWildcard(ctx, c, node, devs, scfg, h, out, stderr, total, &totalMu, log)
+	}
+	s, err := subscriber.New(ctx, node, devs, scfg, h)
 	if err != nil {
 		fmt.Fprintf(stderr, "tickbus sub: %v\n", err)
 		return ExitFailed
