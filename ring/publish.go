@@ -180,13 +180,16 @@ func (w *Writer) begin() (*targetList, error) {
 	if w.broken != nil {
 		return nil, w.broken
 	}
-	if w.sweep && w.mu.TryLock() {
-		w.sweep = false
-		for _, t := range w.targets.Load().all {
-			if t.dropped {
-				w.removeLocked(t.id, t)
+	if (w.sweep || w.retire.Load()) && w.mu.TryLock() { // pairs with the Store in removeLocked
+		if w.sweep {
+			w.sweep = false
+			for _, t := range w.targets.Load().all {
+				if t.dropped {
+					w.removeLocked(t.id, t)
+				}
 			}
 		}
+		w.releaseRetired()
 		w.mu.Unlock()
 	}
 	w.deadline = 0
@@ -255,6 +258,14 @@ func (w *Writer) deliver(tl *targetList, n int) error {
 // sequences in consecutive slots (of the staging's stride) in one body
 // WRITE each, the rest slot by slot; all of it as one chain.
 func (w *Writer) writeAll(t *target, n int) {
+	if t.dmem != nil {
+		if w.directLive(t) {
+			for i := 0; i < n; i++ {
+				w.directSlot(t, i)
+			}
+		}
+		return
+	}
 	for i := 0; i < n; {
 		k := 1
 		if w.bulk && t.slotSize == uint64(w.stgSlot) {
@@ -275,6 +286,13 @@ func (w *Writer) writeAll(t *target, n int) {
 
 // writeSlot writes staged tick i into t's slot.
 func (w *Writer) writeSlot(t *target, i int) bool {
+	if t.dmem != nil {
+		if !w.directLive(t) {
+			return false
+		}
+		w.directSlot(t, i)
+		return true
+	}
 	w.chainSlot(t, i)
 	return w.postChain(t)
 }
@@ -437,6 +455,9 @@ const maxCASLosses = 4
 // atomic runs one CAS or FAA on the counter through the home QP and waits
 // for its completion; it returns the counter's original value.
 func (w *Writer) atomic(op rdma.Opcode, compare, swap, add uint64) (uint64, error) {
+	if w.dctr != nil {
+		return w.directAtomic(op, compare, swap, add)
+	}
 	w.claimID += 1 << 8
 	wr := &w.wr
 	wr.ID, wr.Op, wr.Flags = w.claimID|idClaim, op, rdma.FlagSignaled
