@@ -165,3 +165,70 @@ func (w *Writer) releaseRetired() {
 	w.retired = w.retired[:0]
 	w.retire.Store(false)
 }
+
+// hdrLen is a slot header without its stamp.
+const hdrLen = SlotHeaderSize - offBody
+
+// allDirect reports whether claims are direct and the journal (if any) and
+// every target of ts are mapped. Under mu, or before the writer is shared.
+func (w *Writer) allDirect(ts []*target) bool {
+	if w.dctr == nil || (w.journal != nil && w.journal.dm == nil) {
+		return false
+	}
+	for _, t := range ts {
+		if t.dm == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// directDeliver writes one tick (hdr: its header after the stamp) straight
+// into the journal and every target of tl (all mapped), with no staging
+// copy: the direct Publish. Reliable targets have room (the caller checked).
+func (w *Writer) directDeliver(tl *targetList, seq uint64, hdr, payload []byte) {
+	if j := w.journal; j != nil && !j.dropped && w.directLive(j) {
+		directPut(j, seq, hdr, payload)
+	}
+	for _, t := range tl.all {
+		if !t.dropped && w.directLive(t) {
+			directPut(t, seq, hdr, payload)
+		}
+	}
+}
+
+// directBatch is directDeliver for the consecutive sequences first.. of
+// ticks: the headers once, then per target every tick, slot after slot.
+func (w *Writer) directBatch(tl *targetList, first uint64, ticks []Tick) {
+	for i := range ticks {
+		t := &ticks[i]
+		putBody(w.hdrs[i*hdrLen:], first+uint64(i), t.PublishNs, uint32(len(t.Payload)), t.Type, t.Flags&FlagsUser, w.pub)
+	}
+	if j := w.journal; j != nil && !j.dropped && w.directLive(j) {
+		for i := range ticks {
+			directPut(j, first+uint64(i), w.hdrs[i*hdrLen:], ticks[i].Payload)
+		}
+	}
+	for _, t := range tl.all {
+		if t.dropped || !w.directLive(t) {
+			continue
+		}
+		for i := range ticks {
+			directPut(t, first+uint64(i), w.hdrs[i*hdrLen:], ticks[i].Payload)
+		}
+	}
+}
+
+// directPut writes a tick into t's mapped slot for seq: (lossy: StampBusy,)
+// header, payload, stamp; each stamp a release store.
+func directPut(t *target, seq uint64, hdr, payload []byte) {
+	off := (seq & t.mask) * t.slotSize
+	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
+	stamp := (*uint64)(unsafe.Pointer(&s[0]))
+	if t.lossy {
+		release.Store64(stamp, StampBusy)
+	}
+	copy(s[offBody:SlotHeaderSize], hdr[:hdrLen])
+	copy(s[SlotHeaderSize:], payload)
+	release.Store64(stamp, seq)
+}

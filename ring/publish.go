@@ -42,6 +42,12 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 		}
 		return 0, err
 	}
+	if tl.direct && (tl.reliable == 0 || w.roomFor(tl, seq)) {
+		putBody(w.hdrs, seq, publishNs, uint32(len(payload)), typ, 0, w.pub)
+		w.directDeliver(tl, seq, w.hdrs, payload)
+		addOwn(&w.stats.published, 1)
+		return seq, nil
+	}
 	w.stage(0, seq, typ, 0, payload, publishNs)
 	err = w.deliver(tl, 1)
 	addOwn(&w.stats.published, 1)
@@ -79,6 +85,11 @@ func (w *Writer) PublishBatch(ticks []Tick) (uint64, error) {
 			w.stats.backPressure.Add(1)
 		}
 		return 0, err
+	}
+	if tl.direct && (tl.reliable == 0 || w.roomFor(tl, first+uint64(n)-1)) {
+		w.directBatch(tl, first, ticks)
+		addOwn(&w.stats.published, uint64(n))
+		return first, nil
 	}
 	w.stageRun(n)
 	for i := range ticks {

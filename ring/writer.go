@@ -206,6 +206,7 @@ type target struct {
 type targetList struct {
 	all      []*target
 	reliable int
+	direct   bool                   // the journal (if any) and every target are mapped: Publish and PublishBatch write without staging (direct.go)
 	cqs      []rdma.CompletionQueue // distinct, WriterConfig.CQ first
 }
 
@@ -267,6 +268,7 @@ type Writer struct {
 	flushErr   error
 	dctr       *uint64        // the mapped home counter (direct.go), or nil: claims through homeQP
 	dhome      rdma.DirectMap // dctr's mapping
+	hdrs       []byte         // direct publishes: each tick's header after the stamp (hdrLen bytes)
 	_          [LineSize]byte
 
 	targets atomic.Pointer[targetList]
@@ -388,7 +390,8 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	}
 	w.mapHome(&cfg)
 	w.direct = !cfg.Generic
-	w.targets.Store(&targetList{cqs: []rdma.CompletionQueue{cfg.CQ}}) // pairs with the Load in begin and reap
+	w.hdrs = make([]byte, hdrLen*(cfg.MaxBatch+1))
+	w.targets.Store(&targetList{cqs: []rdma.CompletionQueue{cfg.CQ}, direct: w.allDirect(nil)}) // pairs with the Load in begin and reap
 	w.log.Debug().Uint32("publisher", w.pub).Stringer("claim", cfg.Claim).Msg("ring: writer ready")
 	return w, nil
 }
@@ -494,6 +497,7 @@ func (w *Writer) AddTarget(t Target) (CreditDesc, error) {
 		nl.reliable++
 	}
 	nl.cqs = distinctCQs(w.cq, nl.all)
+	nl.direct = w.allDirect(nl.all)
 	w.targets.Store(nl) // pairs with the Load at the start of every publish
 	w.log.Debug().Uint64("target", t.ID).Stringer("mode", t.Ring.Mode).Msg("ring: target added")
 	return cd, nil
@@ -545,6 +549,7 @@ func (w *Writer) removeLocked(id uint64, only *target) bool {
 		return false
 	}
 	nl.cqs = distinctCQs(w.cq, nl.all)
+	nl.direct = w.allDirect(nl.all)
 	w.targets.Store(nl) // pairs with the Load at the start of every publish
 	if gone.cellIdx >= 0 {
 		w.cellsFree = append([]int{gone.cellIdx}, w.cellsFree...) // reused last
