@@ -46,6 +46,12 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 		}
 		return 0, err
 	}
+	if tl.direct && (tl.reliable == 0 || w.roomFor(tl, seq)) {
+		putBody(w.hdrs, seq, publishNs, uint32(len(payload)), typ, 0, w.pub)
+		w.directDeliver(tl, seq, w.hdrs, payload)
+		addOwn(&w.stats.published, 1)
+		return seq, nil
+	}
 	w.stage(0, seq, typ, 0, payload, publishNs)
 	err = w.deliver(tl, 1)
 	addOwn(&w.stats.published, 1)
@@ -87,6 +93,11 @@ func (w *Writer) PublishBatch(ticks []Tick) (uint64, error) {
 			w.stats.backPressure.Add(1)
 		}
 		return 0, err
+	}
+	if tl.direct && (tl.reliable == 0 || w.roomFor(tl, first+uint64(n)-1)) {
+		w.directBatch(tl, first, ticks)
+		addOwn(&w.stats.published, uint64(n))
+		return first, nil
 	}
 	w.stageRun(n)
 	for i := range ticks {
@@ -188,13 +199,16 @@ func (w *Writer) begin() (*targetList, error) {
 	if w.broken != nil {
 		return nil, w.broken
 	}
-	if w.sweep && w.mu.TryLock() {
-		w.sweep = false
-		for _, t := range w.targets.Load().all {
-			if t.dropped {
-				w.removeLocked(t.id, t)
+	if (w.sweep || w.retire.Load()) && w.mu.TryLock() { // pairs with the Store in removeLocked
+		if w.sweep {
+			w.sweep = false
+			for _, t := range w.targets.Load().all {
+				if t.dropped {
+					w.removeLocked(t.id, t)
+				}
 			}
 		}
+		w.releaseRetired()
 		w.mu.Unlock()
 	}
 	w.deadline = 0
@@ -263,6 +277,14 @@ func (w *Writer) deliver(tl *targetList, n int) error {
 // sequences in consecutive slots (of the staging's stride) in one body
 // WRITE each, the rest slot by slot; all of it as one chain.
 func (w *Writer) writeAll(t *target, n int) {
+	if t.dmem != nil {
+		if w.directLive(t) {
+			for i := 0; i < n; i++ {
+				w.directSlot(t, i)
+			}
+		}
+		return
+	}
 	for i := 0; i < n; {
 		k := 1
 		if w.bulk && t.slotSize == uint64(w.stgSlot) {
@@ -283,6 +305,13 @@ func (w *Writer) writeAll(t *target, n int) {
 
 // writeSlot writes staged tick i into t's slot.
 func (w *Writer) writeSlot(t *target, i int) bool {
+	if t.dmem != nil {
+		if !w.directLive(t) {
+			return false
+		}
+		w.directSlot(t, i)
+		return true
+	}
 	w.chainSlot(t, i)
 	return w.postChain(t)
 }
@@ -446,6 +475,9 @@ const maxCASLosses = 4
 // atomic runs one CAS or FAA on the counter through the home QP and waits
 // for its completion; it returns the counter's original value.
 func (w *Writer) atomic(op rdma.Opcode, compare, swap, add uint64) (uint64, error) {
+	if w.dctr != nil {
+		return w.directAtomic(op, compare, swap, add)
+	}
 	w.claimID += 1 << 8
 	wr := &w.wr
 	wr.ID, wr.Op, wr.Flags = w.claimID|idClaim, op, rdma.FlagSignaled
