@@ -11,7 +11,7 @@ func sampleRecord() homeRecord {
 }
 
 func TestHomeRecord_RoundTripAndRejects(t *testing.T) {
-	b, err := encodeRecord(sampleRecord())
+	b, err := marshalRecord(sampleRecord())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestHomeRecord_RoundTripAndRejects(t *testing.T) {
 // of the account can write; decoding anything never panics, and whatever
 // decodes satisfies the checks the election relies on.
 func FuzzDecodeRecord(f *testing.F) {
-	b, _ := encodeRecord(sampleRecord())
+	b, _ := marshalRecord(sampleRecord())
 	f.Add(b)
 	f.Add([]byte(`{"v":1,"epoch":1,"node":"n","start":1,"reserved":1}`))
 	f.Add([]byte(`{"v":1,"epoch":18446744073709551615,"node":"n","start":1,"reserved":18446744073709551614,"desc":"AAAA"}`))

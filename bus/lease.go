@@ -57,6 +57,11 @@ func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err err
 	base := strings.ReplaceAll(n.cfg.Prefix, ".", "_")
 	mk := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 		cfg.History, cfg.Replicas = 1, replicas
+		// Look before creating: a confined identity (a subscriber) may
+		// read the buckets but not create or update their streams.
+		if kv, err := js.KeyValue(ctx, cfg.Bucket); err == nil {
+			return kv, nil
+		}
 		kv, err := createKV(ctx, js, cfg)
 		if err != nil && replicas > 1 {
 			cfg.Replicas = 1 // fewer JetStream servers than URLs
@@ -149,7 +154,7 @@ func (n *Node) getRecord(ctx context.Context, seqs jetstream.KeyValue, topic str
 	if err != nil {
 		return homeRecord{}, 0, fmt.Errorf("%w: read home record of %q: %v", ErrConnect, topic, err)
 	}
-	r, err := decodeRecord(e.Value())
+	r, err := n.readRecord(topic, e.Value())
 	if err != nil {
 		n.badInput("record", err)
 		return homeRecord{}, 0, err
@@ -229,7 +234,7 @@ func (n *Node) watchRecords(w jetstream.KeyWatcher) {
 			if e == nil || e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
-			rec, err := decodeRecord(e.Value())
+			rec, err := n.readRecord(e.Key(), e.Value())
 			if err != nil {
 				n.badInput("record", err)
 				continue
@@ -366,7 +371,7 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 			n.mu.Unlock()
 			if c+n.cfg.ReserveChunk/2 >= rec.Reserved {
 				rec.Reserved = max(c, rec.Reserved) + n.cfg.ReserveChunk
-				b, err := encodeRecord(rec)
+				b, err := n.encodeRecord(topic, rec)
 				if err == nil {
 					ctx, cancel := context.WithTimeout(n.ctx, fenceAfter)
 					var rev uint64
