@@ -433,14 +433,15 @@ func (n *Node) loseHome(topic string, s *homeSlot, reason error) {
 	n.log.Warn().Str("topic", topic).Err(reason).Msg("bus: this node lost the topic's home")
 }
 
-// createKV is CreateOrUpdateKeyValue retried with 2s per attempt until ctx
+// createKV is CreateKeyValue (never an update: a confined publisher may
+// create the buckets, not change them) retried with 2s per attempt until ctx
 // ends: on a cluster just started, with several nodes creating the bucket
 // at once, a request can go unanswered, and one attempt with the whole ctx
 // would wait all of it (i9t: the chaos test saw every node time out).
 func createKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		kv, err := js.CreateOrUpdateKeyValue(actx, cfg)
+		kv, err := js.CreateKeyValue(actx, cfg)
 		cancel()
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return kv, err
