@@ -159,7 +159,7 @@ func TestNATSConfigs_Tickbus_ConfinesEachIdentity(t *testing.T) {
 	defer fc.Close()
 	// (it may create a missing bucket: STREAM.CREATE of an existing one
 	// with another config is refused by JetStream itself)
-	feedForbidden := append(append([]string(nil), forbidden[:5]...), forbidden[6])
+	feedForbidden := append(append([]string(nil), forbidden[:5]...), forbidden[6], "$KV.tickbus_seqs.other", "$KV.tickbus_homes.other")
 	for _, subj := range feedForbidden {
 		require.NoError(t, fc.Publish(subj, []byte(`{}`)))
 	}
