@@ -396,17 +396,50 @@ func newOpenConn(dev rdma.Device) (conn, error) {
 
 // connectHome connects the writer's QP to the home (a loopback pair when
 // the home is here) and makes the writer.
+//
+// The home the bus named may be gone by the time we dial it (it lost its
+// lease, was killed, or its record outlived it after a server restart:
+// "node X has no home"), so a failed dial asks the bus for the current
+// home again, as failover does, for up to ConnectTimeout+FailoverTimeout
+// (and ctx).
 func (p *Publisher) connectHome(ctx context.Context) error {
 	hi := p.pub.Home()
-	w, qp, cq, err := p.dialHome(ctx, hi, p.cfg.ConnectTimeout)
-	if cq != nil {
-		p.cq = cq
-	}
-	if qp != nil {
-		p.homeQP = qp
-	}
-	if err != nil {
-		return err
+	deadline := time.Now().Add(p.cfg.ConnectTimeout + p.cfg.FailoverTimeout)
+	var w *ring.Writer
+	for {
+		timeout := min(p.cfg.ConnectTimeout, max(time.Until(deadline), 100*time.Millisecond))
+		var qp rdma.QueuePair
+		var cq rdma.CompletionQueue
+		var err error
+		w, qp, cq, err = p.dialHome(ctx, hi, timeout)
+		if err == nil {
+			p.cq, p.homeQP = cq, qp
+			break
+		}
+		if qp != nil {
+			_ = qp.Close()
+		}
+		if cq != nil {
+			_ = cq.Close()
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		p.log.Info().Err(err).Str("home", hi.Node.ID).Uint64("epoch", hi.Epoch).Msg("publisher: the home named is not reachable; asking for the current one")
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		nhi, rerr := p.pub.Rehome(rctx)
+		cancel()
+		if errors.Is(rerr, bus.ErrClosed) {
+			return err
+		}
+		if rerr == nil {
+			hi = nhi
+		}
 	}
 	p.mu.Lock()
 	p.w, p.epoch = w, hi.Epoch

@@ -21,4 +21,7 @@ var (
 	// ErrGrant: a Grant named a region of another device, a closed one, or
 	// rights the region does not give.
 	ErrGrant = errors.New("rdma: invalid grant")
+	// ErrDirect: DirectMapper.Direct refused the range (unknown rkey, out
+	// of the region's bounds, or a right the region does not give).
+	ErrDirect = errors.New("rdma: cannot map the remote range directly")
 )

@@ -37,18 +37,34 @@ func benchTopo(b *testing.B, journal int, mode Mode, slots int, wc WriterConfig)
 // BenchmarkPublish is claim + write + stamp into one lossy ring with no
 // reader: the uncontended cost of one tick (CAS claim from the cached value).
 func BenchmarkPublish(b *testing.B) {
+	forPaths(b, benchPublish)
+}
+
+// forPaths runs f as b's sub-benchmarks "generic" (work requests through
+// QPs and their completions) and "direct" (direct.go; on shm).
+func forPaths(b *testing.B, f func(b *testing.B, generic bool)) {
+	for _, generic := range []bool{true, false} {
+		b.Run(map[bool]string{true: "generic", false: "direct"}[generic], func(b *testing.B) { f(b, generic) })
+	}
+}
+
+func benchPublish(b *testing.B, generic bool) {
 	for _, c := range []struct {
 		name    string
 		journal int
 		mode    Mode
 		claim   ClaimMode
+		slots   int
 	}{
-		{"lossy-cas", 0, Lossy, ClaimCAS},
-		{"lossy-faa", 0, Lossy, ClaimFAA},
-		{"lossy-cas+journal", 4096, Lossy, ClaimCAS},
+		{"lossy-cas", 0, Lossy, ClaimCAS, 1 << 16},
+		{"lossy-faa", 0, Lossy, ClaimFAA, 1 << 16},
+		{"lossy-cas+journal", 4096, Lossy, ClaimCAS, 1 << 16},
+		// A ring of 512 KiB (the others: 8 MiB) whose lines stay in the
+		// cache: what cold ring lines cost the ones above.
+		{"lossy-cas/slots=4096", 0, Lossy, ClaimCAS, 1 << 12},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			tp, _ := benchTopo(b, c.journal, c.mode, 1<<16, WriterConfig{Claim: c.claim})
+			tp, _ := benchTopo(b, c.journal, c.mode, c.slots, WriterConfig{Claim: c.claim, Generic: generic})
 			payload := make([]byte, 64)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -71,14 +87,16 @@ func BenchmarkPublish(b *testing.B) {
 //
 // "cq=own" gives each target QP a CQ of its own, as the product's link.Open
 // does; "cq=shared" puts them all on the writer's CQ.
-func BenchmarkPublishFanOut(b *testing.B) {
+func BenchmarkPublishFanOut(b *testing.B) { forPaths(b, benchPublishFanOut) }
+
+func benchPublishFanOut(b *testing.B, generic bool) {
 	for _, c := range []struct {
 		cq string
 		n  int
 	}{{"shared", 1}, {"shared", 2}, {"shared", 4}, {"shared", 8}, {"own", 1}, {"own", 2}, {"own", 4}, {"own", 8}} {
 		n := c.n
 		b.Run(fmt.Sprintf("cq=%s/subs=%d", c.cq, n), func(b *testing.B) {
-			tp := newTopo(b, HomeConfig{}, WriterConfig{})
+			tp := newTopo(b, HomeConfig{}, WriterConfig{Generic: generic})
 			for i := 0; i < n; i++ {
 				if c.cq == "shared" {
 					tp.addRing(RingConfig{Slots: 1 << 14, Mode: Lossy})
@@ -112,8 +130,10 @@ func BenchmarkPublishFanOut(b *testing.B) {
 
 // BenchmarkPublishBatch is the same with batched claims (32 per claim);
 // one op is one tick.
-func BenchmarkPublishBatch(b *testing.B) {
-	tp, _ := benchTopo(b, 0, Lossy, 1<<16, WriterConfig{})
+func BenchmarkPublishBatch(b *testing.B) { forPaths(b, benchPublishBatch) }
+
+func benchPublishBatch(b *testing.B, generic bool) {
+	tp, _ := benchTopo(b, 0, Lossy, 1<<16, WriterConfig{Generic: generic})
 	batch := make([]Tick, 32)
 	for i := range batch {
 		batch[i].Payload = make([]byte, 64)

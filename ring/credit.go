@@ -32,7 +32,8 @@ type credit struct {
 // for this ring, qp a QP of this subscriber connected to the writer's
 // device, with RingConfig.CQ as its send CQ. The position is written as
 // one 8-byte inline WRITE per writer whenever it moved slots/16 sequences
-// since the last, and when the reader goes idle.
+// since the last, and when the reader goes idle. A second cell for the
+// same publisher replaces the first (the caller closes the old QP).
 func (r *Reader) AddCredit(qp rdma.QueuePair, d CreditDesc) error {
 	if qp == nil {
 		return fmt.Errorf("%w: credit QP is nil", ErrInvalidConfig)
@@ -46,14 +47,20 @@ func (r *Reader) AddCredit(qp rdma.QueuePair, d CreditDesc) error {
 	r.creditMu.Lock()
 	defer r.creditMu.Unlock()
 	old := *r.credits.Load()
-	for _, c := range old {
-		if c.pub == d.PublisherID {
-			return fmt.Errorf("%w: credit for publisher %d", ErrTargetExists, d.PublisherID)
-		}
-	}
 	c := &credit{pub: d.PublisherID, qp: qp, wr: rdma.WorkRequest{ID: idCredit, Op: rdma.OpWrite,
 		Remote: rdma.RemoteAddr{Addr: d.Cell.Addr, RKey: d.Cell.RKey}}}
-	next := append(append(make([]*credit, 0, len(old)+1), old...), c)
+	// A cell for a publisher that already has one replaces it: the writer
+	// dropped this ring and added it again (a partition, a failed QP), so
+	// the old cell is no longer read, and may be handed to another ring.
+	// Keeping the old one would write this reader's position into a cell
+	// the writer no longer reads, or into another ring's.
+	next := make([]*credit, 0, len(old)+1)
+	for _, o := range old {
+		if o.pub != d.PublisherID {
+			next = append(next, o)
+		}
+	}
+	next = append(next, c)
 	r.credits.Store(&next) // pairs with the Load in sendCredits
 	r.log.Debug().Uint32("publisher", d.PublisherID).Msg("ring: credit added")
 	return nil

@@ -61,6 +61,17 @@
 // Targets come and go at run time (AddTarget, RemoveTarget: copy-on-write
 // lists behind an atomic pointer); the hot path takes no lock.
 //
+// On shm the writer takes a direct path (direct.go; WriterConfig.Generic
+// turns it off): the queue pairs hand it their peers' mapped memory
+// (rdma.DirectMapper, after the same rkey, bounds, rights and grant checks
+// as a post), so a claim is one CPU CAS/FAA on the mapped counter (shm is
+// AtomicGlobal: its QP atomics are CPU atomics on that same word) and a
+// write is (StampBusy,) header and payload copied straight from the
+// caller's bytes, then a release store of the stamp: no work request, no
+// completion, no staging copy. The fencing (SetLimit, FenceCounter) is the
+// same code. A target whose QP leaves RTS or whose ring is withdrawn is
+// dropped at its next publish, as on an error completion.
+//
 // PublishAt(seq) is A/B line arbitration: a CAS seq→seq+1 that only the
 // first line wins; the other gets ErrLost and writes nothing.
 //

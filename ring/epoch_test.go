@@ -240,3 +240,76 @@ func TestReader_FencedCounter_NeverReadAsClaims(t *testing.T) {
 	}
 	assert.Empty(t, c.events, "a fenced counter is not 2^62 claimed sequences")
 }
+
+// A fenced writer whose reliable subscriber has no room (it sits on the
+// ended epoch's range, or is stalled) gets ErrFenced at once, not
+// ErrBackPressure after the timeout: only ErrFenced makes it fail over, so
+// waiting for room first left every publisher of the chaos test waiting on
+// a full ring, and no home was elected for as long as that lasted.
+func TestWriter_FencedWithFullReliableRing_ErrFencedNotBackPressure(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{Timeout: 30 * time.Millisecond})
+	r := tp.addRing(RingConfig{Slots: 64, Mode: Reliable, GapTimeout: -1})
+	defer r.Close()
+	for i := uint64(1); i <= 64; i++ {
+		_, err := tp.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+	}
+	_, err := tp.w.Publish(0, payloadFor(65, 8), 0)
+	require.ErrorIs(t, err, ErrBackPressure, "full and not fenced: back pressure")
+	tp.w.SetLimit(0)
+	_, err = tp.w.Publish(0, payloadFor(65, 8), 0)
+	require.ErrorIs(t, err, ErrFenced)
+	_, err = tp.w.PublishBatch([]Tick{{Payload: payloadFor(65, 8)}})
+	require.ErrorIs(t, err, ErrFenced)
+	_, err = tp.w.PublishAt(65, 0, payloadFor(65, 8), 0)
+	require.ErrorIs(t, err, ErrFenced)
+	assert.Equal(t, uint64(65), tp.home.Counter(), "nothing claimed")
+}
+
+// A reliable ring whose reader sits a whole ring behind the counter (the
+// sequences between were claimed while the ring was nobody's target) gets
+// nothing from anyone, so it cannot detect the hole, and without help every
+// writer waits on it for good. After two publishes in a row without room at
+// the same position the writer writes one skip slot for the hole: the
+// reader reports it as one EventSkip and the next publish goes through.
+func TestWriter_ReliableReaderARingBehind_HoleSkippedNotStuck(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{Timeout: 20 * time.Millisecond})
+	r := tp.addRing(RingConfig{Slots: 64, Mode: Reliable, GapTimeout: 10 * time.Millisecond})
+	rd := r.Reader()
+	// Claimed elsewhere, never written here: 1..200.
+	first, err := tp.w.claim(200)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), first)
+	var c collector
+	for i := range 2 {
+		_, err = tp.w.Publish(0, payloadFor(201, 8), 0)
+		require.ErrorIs(t, err, ErrBackPressure)
+		for range 200 {
+			rd.Poll(&c) // nothing to go on; after the second, the skip
+		}
+		if i == 0 {
+			require.Empty(t, c.events, "one publish without room is not enough")
+		}
+	}
+	require.Equal(t, []Event{{Kind: EventSkip, From: 1, To: 200}}, c.events)
+	seq, err := tp.w.Publish(0, payloadFor(201, 8), 0)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(201), seq)
+	pollUntil(t, rd, &c, func() bool { return len(c.ticks) == 1 })
+	assert.Equal(t, uint64(201), c.ticks[0].Seq)
+
+	// A reader that is merely behind (its slot written) is never skipped.
+	tp2 := newTopo(t, HomeConfig{}, WriterConfig{Timeout: 20 * time.Millisecond})
+	r2 := tp2.addRing(RingConfig{Slots: 64, Mode: Reliable, GapTimeout: -1})
+	for i := uint64(1); i <= 64; i++ {
+		_, err := tp2.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+	}
+	for range 3 {
+		_, err = tp2.w.Publish(0, payloadFor(65, 8), 0)
+		require.ErrorIs(t, err, ErrBackPressure)
+	}
+	var c2 collector
+	pollUntil(t, r2.Reader(), &c2, func() bool { return len(c2.ticks) == 64 })
+	assert.Empty(t, c2.events)
+}

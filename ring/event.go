@@ -30,7 +30,9 @@ const (
 	// its check (length out of range, checksum mismatch).
 	EventCorrupt
 	// EventSkip: a publisher declared the sequences missing from its feed
-	// (PublishAt past the counter).
+	// (PublishAt past the counter), or, on a reliable ring, claimed while
+	// the ring was no writer's target and a whole ring behind the counter
+	// (a writer without room writes them as one skip; see Writer.unstick).
 	EventSkip
 	// EventEpoch: the topic's home failed over. The sequences belong to the
 	// ended epoch's reservation and were not delivered here: most were

@@ -32,7 +32,9 @@ type HomeConfig struct {
 // the journal. Every writer, the home's own included, reaches it through a
 // queue pair; the owner never touches the counter with a CPU atomic after
 // NewHome, so a NIC whose atomics are atomic only among themselves stays
-// correct.
+// correct. (A writer whose QP to the home maps it directly, on shm, runs
+// CPU atomics on the counter: shm's QP atomics are CPU atomics on the same
+// word, AtomicGlobal, so they are atomic against each other.)
 type Home struct {
 	mr   rdma.MemoryRegion
 	desc HomeDesc

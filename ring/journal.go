@@ -23,6 +23,11 @@ type journal struct {
 	done    int
 	failed  bool
 	timeout time.Duration
+	// dead: a READ failed or timed out. The reader stops recovering from
+	// this journal (what it would have fetched is reported as events) until
+	// another is attached: a home that went away must not cost one timeout
+	// per missing sequence (up to JournalSlots of them in one Poll).
+	dead bool
 }
 
 // SetJournal lets the reader recover gaps and overruns from the home's
@@ -69,10 +74,26 @@ func (r *Reader) SetJournal(dev rdma.Device, qp rdma.QueuePair, home HomeDesc, t
 		_ = mr.Close()
 		return ErrClosed
 	}
-	if old := r.nextJournal.Swap(j); old != nil { // pairs with the Swap in adoptJournal
+	if old := r.nextJournal.Swap(j); old != nil && old.mr != nil { // pairs with the Swap in adoptJournal
 		_ = old.mr.Close() // never adopted
 	}
 	return nil
+}
+
+// DropJournal detaches the journal at the reader's next Poll: the topic's
+// home moved to one whose journal this reader cannot reach, and the old
+// home's journal holds nothing of the new epoch (its counter, read for gap
+// detection, says nothing of the new home's either). Safe from any
+// goroutine.
+func (r *Reader) DropJournal() {
+	r.journalMu.Lock()
+	defer r.journalMu.Unlock()
+	if r.closed.Load() {
+		return
+	}
+	if old := r.nextJournal.Swap(&journal{}); old != nil && old.mr != nil { // pairs with the Swap in adoptJournal
+		_ = old.mr.Close()
+	}
 }
 
 // adoptJournal installs the journal SetJournal left (polling goroutine).
@@ -87,13 +108,16 @@ func (r *Reader) adoptJournal() {
 		_ = old.mr.Close()
 	}
 	r.journal = j
+	if j.mr == nil { // DropJournal
+		r.journal = nil
+	}
 }
 
 func (r *Reader) closeJournal() error {
 	r.journalMu.Lock()
 	defer r.journalMu.Unlock()
 	var err error
-	if j := r.nextJournal.Swap(nil); j != nil {
+	if j := r.nextJournal.Swap(nil); j != nil && j.mr != nil {
 		err = j.mr.Close()
 	}
 	if r.journal == nil {
@@ -118,7 +142,11 @@ func (j *journal) counter(r *Reader, interval int64) (uint64, bool) {
 	}
 	j.lastCtr = now
 	j.done, j.failed = 0, false
+	if j.dead {
+		return 0, false
+	}
 	if j.qp.PostSend(&j.ctr) != nil || !j.wait(r, 1) {
+		j.dead = true
 		return 0, false
 	}
 	return binary.LittleEndian.Uint64(j.mr.Bytes()), true
@@ -161,6 +189,7 @@ func (j *journal) fetch(r *Reader, seq uint64, t *Tick) bool {
 		posted++
 	}
 	if !j.wait(r, posted) {
+		j.dead = true
 		return false
 	}
 	b := j.mr.Bytes()

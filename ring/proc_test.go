@@ -335,7 +335,7 @@ func pubMain(args []string) int {
 		return die("connect home: %v", err)
 	}
 	w, err := NewWriter(WriterConfig{Device: dev, CQ: cq, HomeQP: homeQP, Home: home, PublisherID: uint32(*id),
-		Claim: cm, Timeout: *timeout, Idle: rdma.NewBackoff(), MaxBatch: 32})
+		Claim: cm, Timeout: *timeout, Idle: rdma.NewBackoff(), MaxBatch: 32, Generic: forceGeneric})
 	if err != nil {
 		return die("writer: %v", err)
 	}
@@ -357,6 +357,11 @@ func pubMain(args []string) int {
 		if rd.Mode == Reliable {
 			fmt.Printf("CREDIT %d %s\n", j, hexOf(cd))
 		}
+	}
+	// Across processes too the writer claims and writes directly on shm
+	// (direct.go), unless TICKBUS_RING_GENERIC=1 forces the QP path.
+	if st := w.Stats(); !forceGeneric && (!st.DirectClaim || st.Direct != len(qps)) {
+		return die("direct path not taken: claim %v, %d of %d targets", st.DirectClaim, st.Direct, len(qps))
 	}
 	fmt.Println("READY")
 	in.next("GO")

@@ -369,7 +369,7 @@ func (r *Reader) flushEvent(h Handler) {
 // journal can hold). It returns the number of calls made to h.
 func (r *Reader) lost(h Handler, kind EventKind, from, to, newest uint64) int {
 	j := r.journal
-	if j == nil || r.recovering {
+	if j == nil || j.dead || r.recovering {
 		r.emit(h, Event{Kind: kind, From: from, To: to})
 		return 1
 	}
@@ -384,7 +384,7 @@ func (r *Reader) lost(h Handler, kind EventKind, from, to, newest uint64) int {
 	}
 	pending := from // start of the unreported run
 	r.recovering = true
-	for s := first; s <= to; s++ {
+	for s := first; s <= to && !j.dead; s++ {
 		t := &r.batch[0]
 		if !j.fetch(r, s, t) {
 			continue

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -10,6 +11,11 @@ import (
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/rdma/shm"
 )
+
+// forceGeneric runs every topo's writers on the work-request path
+// (WriterConfig.Generic): TICKBUS_RING_GENERIC=1 go test ./ring/ runs the
+// ring tests on it, as a plain go test runs them on the direct path.
+var forceGeneric = os.Getenv("TICKBUS_RING_GENERIC") == "1"
 
 // openDev opens a real shm device for one test.
 func openDev(t testing.TB) *shm.Device {
@@ -89,6 +95,7 @@ func (tp *topo) addWriter(wc WriterConfig) *Writer {
 	if wc.Timeout == 0 {
 		wc.Timeout = 2 * time.Second
 	}
+	wc.Generic = wc.Generic || forceGeneric
 	w, err := NewWriter(wc)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.Close() })

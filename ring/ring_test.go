@@ -623,3 +623,83 @@ func TestWriter_TargetWithOwnCQ_FailedIsDroppedWithinBoundedPublishes(t *testing
 		require.Equal(t, uint64(i+1), tk.Seq)
 	}
 }
+
+// A writer that dropped a reliable ring and added it again hands out a new
+// credit cell: the reader's AddCredit for the same publisher replaces the
+// old cell (it failed with ErrTargetExists before, so the reader kept
+// writing its position where the writer no longer looked).
+func TestReader_AddCredit_SamePublisherAgain_ReplacesTheCell(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64, Mode: Reliable, GapTimeout: -1})
+	rd := r.Reader()
+	require.NoError(t, tp.w.RemoveTarget(0))
+	// Take the freed cell first, so the ring's new target gets another one.
+	other := tp.addRing(RingConfig{Slots: 64, Mode: Reliable, GapTimeout: -1})
+	otherCell := tp.w.targets.Load().all[0].cell
+	wq, rq := qpPair(t, tp.dev, tp.wcq, tp.dev, tp.rcq)
+	cd, err := tp.w.AddTarget(Target{ID: 9, QP: wq, Ring: r.Desc()})
+	require.NoError(t, err)
+	require.NoError(t, rd.AddCredit(rq, cd), "a new cell of the same publisher replaces the old one")
+	require.Len(t, *rd.credits.Load(), 1)
+	var cell *creditCell
+	for _, tg := range tp.w.targets.Load().all {
+		if tg.id == 9 {
+			cell = tg.cell
+		}
+	}
+	require.NotNil(t, cell)
+	for i := uint64(1); i <= 10; i++ {
+		_, err := tp.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+	}
+	var c, oc collector
+	rd.Poll(&c)
+	other.Reader().Poll(&oc)
+	require.Len(t, c.ticks, 10)
+	assert.Equal(t, uint64(11), cell.Next.Load(), "the position goes to the new cell")
+	assert.Equal(t, uint64(11), otherCell.Next.Load(), "the other ring's cell holds its own reader's position")
+	for i := 0; i < 64; i++ {
+		rd.Poll(&c)
+		other.Reader().Poll(&oc)
+	}
+	assert.Equal(t, uint64(11), cell.Next.Load())
+}
+
+// failingQP is a queue pair whose posts all fail, counting them (a journal
+// whose home went away).
+type failingQP struct {
+	rdma.QueuePair
+	posts int
+}
+
+func (q *failingQP) PostSend(*rdma.WorkRequest) error {
+	q.posts++
+	return rdma.ErrCompletion
+}
+
+// A journal whose READs fail is given up after the first: the rest of the
+// range is reported at once, not fetched sequence by sequence (each fetch
+// of a home that went away can cost the journal's timeout; a chaos run's
+// subscriber sat in one Poll for 30 s). DropJournal detaches it too.
+func TestReader_JournalFailing_GivenUpAfterOneFetch(t *testing.T) {
+	tp := newTopo(t, HomeConfig{JournalSlots: 256}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64})
+	jq, _ := qpPair(t, tp.dev, tp.rcq, tp.dev, tp.homeQ)
+	fq := &failingQP{QueuePair: jq}
+	require.NoError(t, r.Reader().SetJournal(tp.dev, fq, tp.home.Desc(), time.Second))
+	const n = 1000
+	for i := 1; i <= n; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 16), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return r.Reader().Next() == n+1 })
+	require.Equal(t, []Event{{Kind: EventOverrun, From: 1, To: n - 64}}, c.events)
+	require.Len(t, c.ticks, 64)
+	assert.Equal(t, 1, fq.posts, "one failed fetch, then no more")
+	assert.Zero(t, r.Reader().Stats().Recovered)
+
+	r.Reader().DropJournal()
+	r.Reader().Poll(&c)
+	assert.Nil(t, r.Reader().journal, "dropped at the next poll")
+}

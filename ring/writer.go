@@ -88,6 +88,11 @@ type WriterConfig struct {
 	ArbitrationWindow time.Duration
 	// Idle is what the writer does while it waits. Default rdma.Yield{}.
 	Idle rdma.IdleStrategy
+	// Generic forces the work-request path (claims and WRITEs through QPs
+	// and their completions) even where a QP maps its peer's memory
+	// directly (rdma.DirectMapper, see direct.go). For comparisons and
+	// tests; false in production.
+	Generic bool
 	// OnTargetDropped, if set, is called (on the publishing goroutine) when
 	// a target's QP fails and the writer drops it.
 	OnTargetDropped func(id uint64, err error)
@@ -189,9 +194,12 @@ type target struct {
 	journal  bool
 	cell     *creditCell // reliable only: the reader's position, written by the reader
 	head     uint64      // reliable only: the ring's head as last READ
+	stuckAt  uint64      // reliable only: the position a publish without room saw (unstick)
 	cellIdx  int
 	posts    uint32
-	dropped  bool // publishing goroutine only
+	dropped  bool           // publishing goroutine only
+	dm       rdma.DirectMap // the mapped ring (direct.go), or nil: written through qp
+	dmem     []byte         // dm's bytes: slot 0 first
 }
 
 // targetList is immutable once published; AddTarget and RemoveTarget swap
@@ -199,6 +207,7 @@ type target struct {
 type targetList struct {
 	all      []*target
 	reliable int
+	direct   bool                   // the journal (if any) and every target are mapped: Publish and PublishBatch write without staging (direct.go)
 	cqs      []rdma.CompletionQueue // distinct, WriterConfig.CQ first
 }
 
@@ -258,11 +267,15 @@ type Writer struct {
 	flushWant  int  // Flush: READs posted
 	flushGot   int  // Flush: READs completed
 	flushErr   error
+	dctr       *uint64        // the mapped home counter (direct.go), or nil: claims through homeQP
+	dhome      rdma.DirectMap // dctr's mapping
+	hdrs       []byte         // direct publishes: each tick's header after the stamp (hdrLen bytes)
 	_          [LineSize]byte
 
 	targets atomic.Pointer[targetList]
 	stats   writerStats
 	fence   atomic.Uint64 // SetLimit; the hot path loads it once per claim (epoch.go)
+	retire  atomic.Bool   // retired holds mappings to release (begin)
 
 	// Control plane.
 	mu        sync.Mutex
@@ -276,6 +289,8 @@ type Writer struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+	direct    bool             // map targets directly when their QP can (not Generic)
+	retired   []rdma.DirectMap // mappings of removed targets, released by the publishing goroutine
 }
 
 // writerStats: the publishing goroutine Adds (uncontended; published, the
@@ -300,6 +315,8 @@ type WriterStats struct {
 	BackPressure uint64 // publishes that returned ErrBackPressure
 	Dropped      uint64 // targets dropped after a QP error
 	Targets      int    // targets now
+	Direct       int    // targets now written through a direct mapping (direct.go)
+	DirectClaim  bool   // claims are CPU atomics on the mapped home counter
 }
 
 // Staging memory layout.
@@ -372,7 +389,10 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 			slotSize: uint64(cfg.Home.SlotSize), slots: uint64(cfg.Home.JournalSlots), lossy: true, journal: true}
 		w.journal.bp, _ = cfg.HomeQP.(rdma.BatchPoster)
 	}
-	w.targets.Store(&targetList{cqs: []rdma.CompletionQueue{cfg.CQ}}) // pairs with the Load in begin and reap
+	w.mapHome(&cfg)
+	w.direct = !cfg.Generic
+	w.hdrs = make([]byte, hdrLen*(cfg.MaxBatch+1))
+	w.targets.Store(&targetList{cqs: []rdma.CompletionQueue{cfg.CQ}, direct: w.allDirect(nil)}) // pairs with the Load in begin and reap
 	w.log.Debug().Uint32("publisher", w.pub).Stringer("claim", cfg.Claim).Msg("ring: writer ready")
 	return w, nil
 }
@@ -450,14 +470,17 @@ func (w *Writer) AddTarget(t Target) (CreditDesc, error) {
 		base: t.Ring.Region.Addr + offSlots, mask: uint64(t.Ring.Slots - 1), slotSize: uint64(t.Ring.SlotSize),
 		slots: uint64(t.Ring.Slots), lossy: t.Ring.Mode == Lossy, cellIdx: -1}
 	nt.bp, _ = t.QP.(rdma.BatchPoster)
+	w.mapTarget(nt)
 	var cd CreditDesc
 	if t.Ring.Mode == Reliable {
 		if len(w.cellsFree) == 0 {
+			closeDirect(nt)
 			return CreditDesc{}, fmt.Errorf("%w: %d in use", ErrNoCreditCell, w.maxTargets())
 		}
 		// The subscriber writes its position over t.QP: give its peer
 		// the credit cells (all of them: one region; see SECURITY.md).
 		if err := Grant(t.QP, regs.credits, rdma.AccessRemoteWrite); err != nil {
+			closeDirect(nt)
 			return CreditDesc{}, err
 		}
 		nt.cellIdx = w.cellsFree[len(w.cellsFree)-1]
@@ -475,6 +498,7 @@ func (w *Writer) AddTarget(t Target) (CreditDesc, error) {
 		nl.reliable++
 	}
 	nl.cqs = distinctCQs(w.cq, nl.all)
+	nl.direct = w.allDirect(nl.all)
 	w.targets.Store(nl) // pairs with the Load at the start of every publish
 	w.log.Debug().Uint64("target", t.ID).Stringer("mode", t.Ring.Mode).Msg("ring: target added")
 	return cd, nil
@@ -526,23 +550,47 @@ func (w *Writer) removeLocked(id uint64, only *target) bool {
 		return false
 	}
 	nl.cqs = distinctCQs(w.cq, nl.all)
+	nl.direct = w.allDirect(nl.all)
 	w.targets.Store(nl) // pairs with the Load at the start of every publish
 	if gone.cellIdx >= 0 {
 		w.cellsFree = append([]int{gone.cellIdx}, w.cellsFree...) // reused last
 	}
+	if gone.dm != nil {
+		// A publish under way may still write it: released at the start
+		// of the next one (begin), or by Close.
+		w.retired = append(w.retired, gone.dm)
+		w.retire.Store(true) // pairs with the Load in begin
+	}
 	return true
+}
+
+// closeDirect releases the mapping of a target that was never published.
+func closeDirect(t *target) {
+	if t.dm != nil {
+		_ = t.dm.Close()
+		t.dm, t.dmem = nil, nil
+	}
 }
 
 // Stats returns the counters; safe from any goroutine.
 func (w *Writer) Stats() WriterStats {
+	tl := w.targets.Load()
+	direct := 0
+	for _, t := range tl.all {
+		if t.dm != nil {
+			direct++
+		}
+	}
 	return WriterStats{
+		Direct:       direct,
+		DirectClaim:  w.dctr != nil,
 		Published:    w.stats.published.Load(),
 		CASRetries:   w.stats.casRetries.Load(),
 		Lost:         w.stats.lost.Load(),
 		Skipped:      w.stats.skipped.Load(),
 		BackPressure: w.stats.backPressure.Load(),
 		Dropped:      w.stats.dropped.Load(),
-		Targets:      len(w.targets.Load().all),
+		Targets:      len(tl.all),
 	}
 }
 
@@ -554,6 +602,18 @@ func (w *Writer) Close() error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.closed.Store(true) // pairs with the Load in begin
+		for _, t := range w.targets.Load().all {
+			if t.dm != nil {
+				_ = t.dm.Close()
+			}
+		}
+		if j := w.journal; j != nil && j.dm != nil {
+			_ = j.dm.Close()
+		}
+		if w.dhome != nil {
+			_ = w.dhome.Close()
+		}
+		w.releaseRetired()
 		var errs []error
 		for dev, r := range w.regs {
 			if dev != w.dev {

@@ -435,13 +435,20 @@ func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
 	defer s.wg.Done()
 	var hd ring.HomeDesc
 	if err := hd.UnmarshalBinary(hi.Descriptor); err != nil {
+		s.reader.DropJournal()
 		s.log.Warn().Err(err).Str("home", hi.Node.ID).Msg("subscriber: home descriptor unreadable; no journal")
 		return
 	}
+	// Whatever keeps this epoch's journal from being attached, the old
+	// epoch's goes: it holds nothing of the new epoch, and a home that went
+	// away would make every recovery wait for its READs (a chaos run's
+	// lossy subscriber delivered nothing for 30 s).
 	if hd.JournalSlots == 0 {
+		s.reader.DropJournal()
 		return
 	}
 	if prov := s.node.ProviderFor(hi.Node); prov != s.dev.Provider() {
+		s.reader.DropJournal()
 		s.log.Info().Str("home", hi.Node.ID).Str("provider", prov).Msg("subscriber: the home's journal is on another provider than the ring; not attached")
 		return
 	}
@@ -488,6 +495,7 @@ func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
 	}()
 	if err != nil {
 		_ = qp.Close()
+		s.reader.DropJournal()
 		s.log.Info().Err(err).Str("home", hi.Node.ID).Msg("subscriber: journal not attached")
 		return
 	}

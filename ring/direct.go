@@ -1,0 +1,234 @@
+package ring
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/tickbus/tickbus/internal/release"
+	"github.com/tickbus/tickbus/rdma"
+)
+
+// The direct path (Aeron's tryClaim, in spirit). Where a queue pair hands
+// the writer its peer's memory (rdma.DirectMapper: shm, whose atomics are
+// CPU atomics on the mapped memory, AtomicGlobal), the writer skips the
+// work requests and completions of the generic path:
+//
+//   - the claim is one CPU CAS (or FAA) on the mapped home counter, inside
+//     Writer.atomic, so claimRoom's fencing (inLimit before, fenced after,
+//     the CAS-loss fallback) is the generic path's own, and FenceCounter's
+//     FETCH_AND_ADD through a QP (a CPU atomic on the same word on shm)
+//     stops it as it stops every claim;
+//   - the write, per target, is (lossy: a release store of StampBusy,) a
+//     copy of the body from the staging image, then a release store of the
+//     stamp (internal/release.Store64): the order the shm provider keeps
+//     for the same WRITEs.
+//
+// A mapping stays valid until the writer releases it, whatever the peer or
+// the QP does (the provider holds it for the DirectMap). Before each
+// publish writes a target, DirectMap.Live checks that the QP is still in
+// RTS and the peer still gives it the ring; if not, the target is dropped
+// as on an error completion (the home's: the writer breaks, ErrHomeFailed).
+// A target removed while a publish runs may still be written by it (as on
+// the generic path): its mapping is released only by the publishing
+// goroutine, at the start of a later publish (begin), or by Close.
+
+// errDirectGone is what a dropped direct target is reported with.
+// It wraps rdma.ErrCompletion, as the error completion a WRITE through the
+// QP would have got, and rdma.ErrQPState.
+var errDirectGone = fmt.Errorf("%w (%w): target QP left RTS or its peer withdrew the ring", rdma.ErrCompletion, rdma.ErrQPState)
+
+// mapDirect maps n bytes at addr of region rkey through qp, with need, if
+// qp maps its peer directly and the range is 8-byte aligned in this
+// process. nil, nil means: use the generic path.
+func mapDirect(qp rdma.QueuePair, rkey uint32, addr, n uint64, need rdma.Access) (rdma.DirectMap, []byte, error) {
+	dmr, ok := qp.(rdma.DirectMapper)
+	if !ok {
+		return nil, nil, nil
+	}
+	dm, err := dmr.Direct(rdma.RemoteRegion{Addr: addr, RKey: rkey, Len: n}, need)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := dm.Bytes()
+	if uint64(len(b)) != n || uintptr(unsafe.Pointer(&b[0]))&7 != 0 {
+		_ = dm.Close()
+		return nil, nil, nil
+	}
+	return dm, b, nil
+}
+
+// mapHome maps the home's counter (and journal) for direct claims; on any
+// failure the writer claims through the home QP. Before the writer is
+// shared.
+func (w *Writer) mapHome(cfg *WriterConfig) {
+	if cfg.Generic || cfg.Device.Caps().Atomic != rdma.AtomicGlobal {
+		return
+	}
+	h := cfg.Home
+	dm, b, err := mapDirect(cfg.HomeQP, h.Region.RKey, h.CounterAddr(), 8, rdma.AccessRemoteAtomic)
+	if dm == nil {
+		if err != nil {
+			w.log.Debug().Err(err).Msg("ring: home counter not mapped; claims go through the home QP")
+		}
+		return
+	}
+	if j := w.journal; j != nil {
+		jm, jb, err := mapDirect(cfg.HomeQP, j.rkey, j.base, j.slots*j.slotSize, rdma.AccessRemoteWrite)
+		if jm == nil {
+			_ = dm.Close()
+			w.log.Debug().Err(err).Msg("ring: journal not mapped; claims go through the home QP")
+			return
+		}
+		j.dm, j.dmem = jm, jb
+	}
+	w.dhome, w.dctr = dm, (*uint64)(unsafe.Pointer(&b[0]))
+}
+
+// mapTarget maps t's ring for direct writes if the writer is direct and
+// t's QP maps its peer; otherwise t stays on the generic path. Under mu.
+func (w *Writer) mapTarget(t *target) {
+	if !w.direct {
+		return
+	}
+	dm, b, err := mapDirect(t.qp, t.rkey, t.base, t.slots*t.slotSize, rdma.AccessRemoteWrite)
+	if dm == nil {
+		if err != nil {
+			w.log.Debug().Uint64("target", t.id).Err(err).Msg("ring: target not mapped; written through its QP")
+		}
+		return
+	}
+	t.dm, t.dmem = dm, b
+}
+
+// directAtomic is atomic on the mapped counter: one CPU CAS or FAA.
+func (w *Writer) directAtomic(op rdma.Opcode, compare, swap, add uint64) (uint64, error) {
+	if !w.dhome.Live() {
+		w.broken = ErrHomeFailed
+		if j := w.journal; j != nil {
+			j.dropped = true
+		}
+		return 0, ErrHomeFailed
+	}
+	var orig uint64
+	if op == rdma.OpFetchAndAdd {
+		orig = atomic.AddUint64(w.dctr, add) - add
+	} else {
+		for {
+			orig = atomic.LoadUint64(w.dctr)
+			if orig != compare || atomic.CompareAndSwapUint64(w.dctr, orig, swap) {
+				break
+			}
+		}
+	}
+	if w.pending > 0 {
+		// Signalled WRITEs of generic targets pile up: drain them now and
+		// then, as the generic claim does.
+		if tl := w.targets.Load(); w.pending > 2*len(tl.cqs) { // pairs with the Store in AddTarget/RemoveTarget
+			w.reap()
+		}
+	}
+	return orig, nil
+}
+
+// directLive reports whether t (mapped) may be written; if not it drops t.
+func (w *Writer) directLive(t *target) bool {
+	if t.dm.Live() {
+		return true
+	}
+	w.drop(t, errDirectGone)
+	return false
+}
+
+// directSlot writes staged tick i into t's mapped slot: (lossy: StampBusy,)
+// body, stamp, each stamp a release store.
+func (w *Writer) directSlot(t *target, i int) {
+	seq := w.batchSeqs[i]
+	off := (seq & t.mask) * t.slotSize
+	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
+	stamp := (*uint64)(unsafe.Pointer(&s[0]))
+	if t.lossy {
+		release.Store64(stamp, StampBusy)
+	}
+	n := uint64(w.batchLens[i])
+	img := w.stgImages + w.batchOffs[i]*w.stgSlot + offBody
+	copy(s[offBody:offBody+n], w.stg[img:img+int(n)])
+	release.Store64(stamp, seq)
+}
+
+// releaseRetired releases the mappings of removed targets. Publishing
+// goroutine (no publish runs), with mu held.
+func (w *Writer) releaseRetired() {
+	for _, dm := range w.retired {
+		_ = dm.Close()
+	}
+	w.retired = w.retired[:0]
+	w.retire.Store(false)
+}
+
+// hdrLen is a slot header without its stamp.
+const hdrLen = SlotHeaderSize - offBody
+
+// allDirect reports whether claims are direct and the journal (if any) and
+// every target of ts are mapped. Under mu, or before the writer is shared.
+func (w *Writer) allDirect(ts []*target) bool {
+	if w.dctr == nil || (w.journal != nil && w.journal.dm == nil) {
+		return false
+	}
+	for _, t := range ts {
+		if t.dm == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// directDeliver writes one tick (hdr: its header after the stamp) straight
+// into the journal and every target of tl (all mapped), with no staging
+// copy: the direct Publish. Reliable targets have room (the caller checked).
+func (w *Writer) directDeliver(tl *targetList, seq uint64, hdr, payload []byte) {
+	if j := w.journal; j != nil && !j.dropped && w.directLive(j) {
+		directPut(j, seq, hdr, payload)
+	}
+	for _, t := range tl.all {
+		if !t.dropped && w.directLive(t) {
+			directPut(t, seq, hdr, payload)
+		}
+	}
+}
+
+// directBatch is directDeliver for the consecutive sequences first.. of
+// ticks: the headers once, then per target every tick, slot after slot.
+func (w *Writer) directBatch(tl *targetList, first uint64, ticks []Tick) {
+	for i := range ticks {
+		t := &ticks[i]
+		putBody(w.hdrs[i*hdrLen:], first+uint64(i), t.PublishNs, uint32(len(t.Payload)), t.Type, t.Flags&FlagsUser, w.pub)
+	}
+	if j := w.journal; j != nil && !j.dropped && w.directLive(j) {
+		for i := range ticks {
+			directPut(j, first+uint64(i), w.hdrs[i*hdrLen:], ticks[i].Payload)
+		}
+	}
+	for _, t := range tl.all {
+		if t.dropped || !w.directLive(t) {
+			continue
+		}
+		for i := range ticks {
+			directPut(t, first+uint64(i), w.hdrs[i*hdrLen:], ticks[i].Payload)
+		}
+	}
+}
+
+// directPut writes a tick into t's mapped slot for seq: (lossy: StampBusy,)
+// header, payload, stamp; each stamp a release store.
+func directPut(t *target, seq uint64, hdr, payload []byte) {
+	off := (seq & t.mask) * t.slotSize
+	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
+	stamp := (*uint64)(unsafe.Pointer(&s[0]))
+	if t.lossy {
+		release.Store64(stamp, StampBusy)
+	}
+	copy(s[offBody:SlotHeaderSize], hdr[:hdrLen])
+	copy(s[SlotHeaderSize:], payload)
+	release.Store64(stamp, seq)
+}

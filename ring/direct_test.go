@@ -1,0 +1,175 @@
+package ring
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
+)
+
+func skipIfForcedGeneric(t *testing.T) {
+	t.Helper()
+	if forceGeneric {
+		t.Skip("TICKBUS_RING_GENERIC=1: this test is about the direct path")
+	}
+}
+
+// Both paths deliver the same ticks into lossy and reliable rings and the
+// journal; the direct one on shm takes no work request for it.
+func TestDirect_UsedOnShm_GenericOnRequest_SameTicks(t *testing.T) {
+	skipIfForcedGeneric(t)
+	for _, generic := range []bool{false, true} {
+		for _, mode := range []Mode{Lossy, Reliable} {
+			name := map[bool]string{false: "direct", true: "generic"}[generic] + "/" + mode.String()
+			t.Run(name, func(t *testing.T) {
+				tp := newTopo(t, HomeConfig{JournalSlots: 64}, WriterConfig{Generic: generic})
+				r := tp.addRing(RingConfig{Slots: 64, Mode: mode})
+				st := tp.w.Stats()
+				assert.Equal(t, !generic, st.DirectClaim)
+				assert.Equal(t, map[bool]int{false: 1, true: 0}[generic], st.Direct)
+				for i := 1; i <= 40; i++ {
+					seq, err := tp.w.Publish(7, payloadFor(uint64(i), 16), int64(i))
+					require.NoError(t, err)
+					require.Equal(t, uint64(i), seq)
+				}
+				batch := make([]Tick, 8)
+				for i := range batch {
+					batch[i] = Tick{Type: 8, Payload: payloadFor(uint64(41+i), 16)}
+				}
+				first, err := tp.w.PublishBatch(batch)
+				require.NoError(t, err)
+				require.Equal(t, uint64(41), first)
+				var c collector
+				pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 48 })
+				assert.Empty(t, c.events)
+				for i, tk := range c.ticks {
+					assert.Equal(t, uint64(i+1), tk.Seq)
+					assert.Equal(t, payloadFor(uint64(i+1), 16), tk.Payload)
+				}
+				assert.Equal(t, uint64(49), tp.home.Counter())
+			})
+		}
+	}
+}
+
+// The direct claim is fenced exactly as the QP one: by SetLimit, and by
+// FenceCounter's FETCH_AND_ADD through a QP on the same counter.
+func TestDirect_ClaimFenced_BySetLimitAndFenceCounter(t *testing.T) {
+	skipIfForcedGeneric(t)
+	for _, claim := range []ClaimMode{ClaimCAS, ClaimFAA} {
+		t.Run(claim.String(), func(t *testing.T) {
+			tp := newTopo(t, HomeConfig{}, WriterConfig{Claim: claim})
+			r := tp.addRing(RingConfig{Slots: 64})
+			require.True(t, tp.w.Stats().DirectClaim)
+			tp.w.SetLimit(4)
+			for i := 1; i <= 3; i++ {
+				_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+				require.NoError(t, err)
+			}
+			_, err := tp.w.Publish(0, payloadFor(4, 8), 0)
+			require.ErrorIs(t, err, ErrFenced)
+			tp.w.SetLimit(1 << 20)
+			fcq := newCQ(t, tp.dev, 16)
+			fq, _ := qpPair(t, tp.dev, fcq, tp.dev, tp.homeQ)
+			before, err := FenceCounter(tp.dev, fq, fcq, tp.home.Desc(), 2*time.Second)
+			require.NoError(t, err)
+			_, err = tp.w.Publish(0, payloadFor(before, 8), 0)
+			require.ErrorIs(t, err, ErrFenced, "claims after the fence are refused")
+			var c collector
+			pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) >= 3 })
+			time.Sleep(10 * time.Millisecond)
+			r.Reader().Poll(&c)
+			require.LessOrEqual(t, len(c.ticks), int(before-1), "nothing fenced was written")
+			for _, tk := range c.ticks {
+				assert.Less(t, tk.Seq, before)
+			}
+		})
+	}
+}
+
+// Targets come and go while another goroutine publishes: nothing faults
+// (their mappings are released by the publisher, or by Close), the
+// surviving ring gets every tick.
+func TestDirect_TargetsAddedAndRemovedWhilePublishing(t *testing.T) {
+	skipIfForcedGeneric(t)
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	stay := tp.addRing(RingConfig{Slots: 1 << 12, Mode: Reliable})
+	const n = 3000
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var c nopHandler
+		var idle rdma.Yield
+		for stay.Reader().Next() <= n && !stop.Load() {
+			idle.Idle(stay.Reader().Poll(&c))
+		}
+	}()
+	errc := make(chan error, 1)
+	go func() {
+		for i := 1; i <= n; i++ {
+			if _, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for k := uint64(100); k < 130; k++ {
+		r, err := NewRing(tp.dev, RingConfig{Slots: 64, CQ: tp.rcq})
+		require.NoError(t, err)
+		wq, _ := qpPair(t, tp.dev, tp.w.cq, tp.dev, tp.rcq)
+		_, err = tp.w.AddTarget(Target{ID: k, QP: wq, Ring: r.Desc()})
+		require.NoError(t, err)
+		time.Sleep(time.Millisecond)
+		require.NoError(t, tp.w.RemoveTarget(k))
+		require.NoError(t, wq.Close())
+		require.NoError(t, r.Close())
+	}
+	require.NoError(t, <-errc)
+	stop.Store(true)
+	wg.Wait()
+	assert.Equal(t, uint64(n+1), stay.Reader().Next())
+	assert.Zero(t, stay.Reader().Stats().Gap)
+	assert.Equal(t, 1, tp.w.Stats().Targets)
+}
+
+// A target whose QP leaves RTS (closed here; a dead peer does the same) is
+// dropped at the next publish; a home QP that does breaks the writer.
+func TestDirect_DeadQPs_TargetDropped_HomeFails(t *testing.T) {
+	skipIfForcedGeneric(t)
+	var dropped []uint64
+	tp := newTopo(t, HomeConfig{}, WriterConfig{OnTargetDropped: func(id uint64, err error) {
+		dropped = append(dropped, id)
+		assert.ErrorIs(t, err, rdma.ErrCompletion)
+	}})
+	stay := tp.addRing(RingConfig{Slots: 64})
+	r, err := NewRing(tp.dev, RingConfig{Slots: 64, CQ: tp.rcq})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close() })
+	wq, _ := qpPair(t, tp.dev, tp.w.cq, tp.dev, tp.rcq)
+	_, err = tp.w.AddTarget(Target{ID: 7, QP: wq, Ring: r.Desc()})
+	require.NoError(t, err)
+	require.Equal(t, 2, tp.w.Stats().Direct)
+	_, err = tp.w.Publish(0, payloadFor(1, 8), 0)
+	require.NoError(t, err)
+	require.NoError(t, wq.Close())
+	_, err = tp.w.Publish(0, payloadFor(2, 8), 0)
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{7}, dropped)
+	assert.Equal(t, 1, tp.w.Stats().Targets)
+	var c collector
+	pollUntil(t, stay.Reader(), &c, func() bool { return len(c.ticks) == 2 })
+
+	require.NoError(t, tp.w.homeQP.Close())
+	_, err = tp.w.Publish(0, payloadFor(3, 8), 0)
+	require.ErrorIs(t, err, ErrHomeFailed)
+	_, err = tp.w.Publish(0, payloadFor(3, 8), 0)
+	require.ErrorIs(t, err, ErrHomeFailed, "broken for good")
+}
