@@ -170,7 +170,7 @@ func TestNATSConfigs_Tickbus_ConfinesEachIdentity(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(violations) >= want
-	}, eventually, tick, "fewer than %d permission violations: %q", want, violations)
+	}, eventually, tick, "fewer than %d permission violations", want)
 	recAfter, err := seqs.Get(ctx, "equities")
 	require.NoError(t, err, "the home record is gone")
 	assert.Equal(t, recBefore.Revision(), recAfter.Revision(), "the home record was written")
