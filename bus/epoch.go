@@ -2,7 +2,9 @@ package bus
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -30,12 +32,66 @@ type homeRecord struct {
 
 const recordVersion = 1
 
-func encodeRecord(r homeRecord) ([]byte, error) {
+// In the bucket, each record is sealed (the signed envelope of sign.go) by
+// the node that wrote it, for the subject "kv.<bucket>.<topic>": a record
+// cannot be moved to another topic or bucket, and a reader checks who wrote
+// it (readRecord).
+
+func marshalRecord(r homeRecord) ([]byte, error) {
 	r.Version = recordVersion
 	return json.Marshal(r)
 }
 
-// decodeRecord parses and checks a record read from the bucket: anything
+// recordSubject is what a record of topic in bucket is signed for.
+func recordSubject(bucket, topic string) string { return "kv." + bucket + "." + topic }
+
+// seqsBucket is the name of the bucket of home records.
+func (n *Node) seqsBucket() string { return strings.ReplaceAll(n.cfg.Prefix, ".", "_") + "_seqs" }
+
+// encodeRecord is r as written to the bucket: signed with this node's key.
+func (n *Node) encodeRecord(topic string, r homeRecord) ([]byte, error) {
+	b, err := marshalRecord(r)
+	if err != nil {
+		return nil, err
+	}
+	return seal(n.id, recordSubject(n.seqsBucket(), topic), b)
+}
+
+// openRecord checks the envelope of a record of topic read from bucket and
+// decodes it: the signer's public key and the record.
+func openRecord(bucket, topic string, b []byte) (string, homeRecord, error) {
+	key, msg, err := openEnvelope(recordSubject(bucket, topic), b)
+	if err != nil {
+		return "", homeRecord{}, err
+	}
+	r, err := decodeRecord(msg)
+	return key, r, err
+}
+
+// readRecord opens a record of topic read from the bucket and refuses
+// (a *refusal, for badInput) one that is unsigned or mis-signed
+// (ErrUnauthenticated), signed by an identity not allowed to publish on
+// topic (ErrForbidden), or naming a node id bound to another key
+// (ErrIdentity).
+func (n *Node) readRecord(topic string, b []byte) (homeRecord, error) {
+	key, r, err := openRecord(n.seqsBucket(), topic, b)
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		return homeRecord{}, &refusal{peer: "unsigned", err: fmt.Errorf("home record of %q: %w", topic, err)}
+	case err != nil:
+		return homeRecord{}, err
+	case !n.cfg.Authorization.CanPublish(key, topic):
+		return homeRecord{}, &refusal{peer: r.Node, err: fmt.Errorf("%w: home record of %q (node %s) signed by %s",
+			ErrForbidden, topic, r.Node, key)}
+	}
+	if bound, ok := n.trust.boundKey(r.Node); ok && bound != key {
+		return homeRecord{}, &refusal{peer: r.Node, err: fmt.Errorf("%w: home record of %q names node %s, bound to %s, signed by %s",
+			ErrIdentity, topic, r.Node, bound, key)}
+	}
+	return r, nil
+}
+
+// decodeRecord parses and checks a record (inside its envelope): anything
 // malformed is an error wrapping ErrMalformed, never a crash.
 func decodeRecord(b []byte) (homeRecord, error) {
 	var r homeRecord

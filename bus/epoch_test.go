@@ -3,6 +3,8 @@ package bus
 import (
 	"bytes"
 	"testing"
+
+	"github.com/nats-io/nkeys"
 )
 
 func sampleRecord() homeRecord {
@@ -11,7 +13,7 @@ func sampleRecord() homeRecord {
 }
 
 func TestHomeRecord_RoundTripAndRejects(t *testing.T) {
-	b, err := encodeRecord(sampleRecord())
+	b, err := marshalRecord(sampleRecord())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func TestHomeRecord_RoundTripAndRejects(t *testing.T) {
 // of the account can write; decoding anything never panics, and whatever
 // decodes satisfies the checks the election relies on.
 func FuzzDecodeRecord(f *testing.F) {
-	b, _ := encodeRecord(sampleRecord())
+	b, _ := marshalRecord(sampleRecord())
 	f.Add(b)
 	f.Add([]byte(`{"v":1,"epoch":1,"node":"n","start":1,"reserved":1}`))
 	f.Add([]byte(`{"v":1,"epoch":18446744073709551615,"node":"n","start":1,"reserved":18446744073709551614,"desc":"AAAA"}`))
@@ -53,6 +55,44 @@ func FuzzDecodeRecord(f *testing.F) {
 		r, err := decodeRecord(b)
 		if err != nil {
 			return
+		}
+		if r.Epoch == 0 || r.Start == 0 || r.Reserved < r.Start || len(r.Desc) > maxBlob || checkToken("node", r.Node) != nil {
+			t.Fatalf("accepted a bad record: %+v", r)
+		}
+	})
+}
+
+// FuzzOpenRecord: a record as the bucket holds it, a signed envelope
+// around the record; opening anything never panics, and what opens is
+// signed for the subject and passes decodeRecord's checks.
+func FuzzOpenRecord(f *testing.F) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		f.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	id := identity{kp: kp, pub: pub}
+	id.derive()
+	b, _ := marshalRecord(sampleRecord())
+	env, err := seal(id, recordSubject("tickbus_seqs", "T"), b)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(env)
+	f.Add(b)
+	other, _ := seal(id, recordSubject("tickbus_seqs", "U"), b)
+	f.Add(other)
+	junk, _ := seal(id, recordSubject("tickbus_seqs", "T"), []byte(`{"v":1}`))
+	f.Add(junk)
+	f.Add([]byte(`{"env":1,"key":"` + pub + `","sig":"AAAA","msg":"e30="}`))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		key, r, err := openRecord("tickbus_seqs", "T", b)
+		if err != nil {
+			return
+		}
+		if _, _, err := openEnvelope(recordSubject("tickbus_seqs", "T"), b); err != nil || key == "" {
+			t.Fatalf("opened a record whose envelope does not verify: %v", err)
 		}
 		if r.Epoch == 0 || r.Start == 0 || r.Reserved < r.Start || len(r.Desc) > maxBlob || checkToken("node", r.Node) != nil {
 			t.Fatalf("accepted a bad record: %+v", r)

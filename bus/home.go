@@ -183,7 +183,7 @@ func (n *Node) becomeHome(ctx context.Context, p *Publication, epoch uint64, lea
 		}
 		rec = homeRecord{Epoch: epoch, Node: n.self.ID, Host: n.self.HostID, Inc: n.self.Incarnation, Providers: n.self.Providers,
 			Start: start, Reserved: start + n.cfg.ReserveChunk}
-		b, err := encodeRecord(rec)
+		b, err := n.encodeRecord(topic, rec)
 		if err != nil {
 			return fail(err)
 		}
@@ -207,7 +207,7 @@ func (n *Node) becomeHome(ctx context.Context, p *Publication, epoch uint64, lea
 		return fail(fmt.Errorf("%w: home descriptor of %d bytes, want 1..%d", ErrInvalidConfig, len(desc), maxBlob))
 	}
 	rec.Desc = desc
-	b, err := encodeRecord(rec)
+	b, err := n.encodeRecord(topic, rec)
 	if err == nil {
 		rev, err = seqs.Update(ctx, topic, b, rev)
 	}

@@ -57,6 +57,11 @@ func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err err
 	base := strings.ReplaceAll(n.cfg.Prefix, ".", "_")
 	mk := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 		cfg.History, cfg.Replicas = 1, replicas
+		// Look before creating: a confined identity (a subscriber) may
+		// read the buckets but not create or update their streams.
+		if kv, err := js.KeyValue(ctx, cfg.Bucket); err == nil {
+			return kv, nil
+		}
 		kv, err := createKV(ctx, js, cfg)
 		if err != nil && replicas > 1 {
 			cfg.Replicas = 1 // fewer JetStream servers than URLs
@@ -149,7 +154,7 @@ func (n *Node) getRecord(ctx context.Context, seqs jetstream.KeyValue, topic str
 	if err != nil {
 		return homeRecord{}, 0, fmt.Errorf("%w: read home record of %q: %v", ErrConnect, topic, err)
 	}
-	r, err := decodeRecord(e.Value())
+	r, err := n.readRecord(topic, e.Value())
 	if err != nil {
 		n.badInput("record", err)
 		return homeRecord{}, 0, err
@@ -229,7 +234,7 @@ func (n *Node) watchRecords(w jetstream.KeyWatcher) {
 			if e == nil || e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
-			rec, err := decodeRecord(e.Value())
+			rec, err := n.readRecord(e.Key(), e.Value())
 			if err != nil {
 				n.badInput("record", err)
 				continue
@@ -366,7 +371,7 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 			n.mu.Unlock()
 			if c+n.cfg.ReserveChunk/2 >= rec.Reserved {
 				rec.Reserved = max(c, rec.Reserved) + n.cfg.ReserveChunk
-				b, err := encodeRecord(rec)
+				b, err := n.encodeRecord(topic, rec)
 				if err == nil {
 					ctx, cancel := context.WithTimeout(n.ctx, fenceAfter)
 					var rev uint64
@@ -428,14 +433,15 @@ func (n *Node) loseHome(topic string, s *homeSlot, reason error) {
 	n.log.Warn().Str("topic", topic).Err(reason).Msg("bus: this node lost the topic's home")
 }
 
-// createKV is CreateOrUpdateKeyValue retried with 2s per attempt until ctx
+// createKV is CreateKeyValue (never an update: a confined publisher may
+// create the buckets, not change them) retried with 2s per attempt until ctx
 // ends: on a cluster just started, with several nodes creating the bucket
 // at once, a request can go unanswered, and one attempt with the whole ctx
 // would wait all of it (i9t: the chaos test saw every node time out).
 func createKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		kv, err := js.CreateOrUpdateKeyValue(actx, cfg)
+		kv, err := js.CreateKeyValue(actx, cfg)
 		cancel()
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return kv, err

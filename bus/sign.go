@@ -224,6 +224,14 @@ func (t *trust) admit(key string, w *wireMsg, now time.Time) error {
 	return nil
 }
 
+// boundKey is the key node id is bound to, if any.
+func (t *trust) boundKey(id string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k, ok := t.bound[id]
+	return k, ok
+}
+
 // release unbinds a node id that left or aged out, so that the node may
 // come back with another key (a restart with a generated key).
 func (t *trust) release(id string) {
