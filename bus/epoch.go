@@ -135,3 +135,11 @@ func (r homeRecord) info(topic string, self PeerInfo) HomeInfo {
 	return HomeInfo{Topic: topic, Node: node, Descriptor: r.Desc, Local: local,
 		Epoch: r.Epoch, Start: r.Start, Reserved: r.Reserved}
 }
+
+// kvKey is topic's key in the home buckets. A topic token may hold ':',
+// which a KV key may not; '=' may stand in a key but never in a topic, so
+// the mapping is one to one and kvTopic undoes it.
+func kvKey(topic string) string { return strings.ReplaceAll(topic, ":", "=") }
+
+// kvTopic is the topic of a home bucket's key (kvKey's inverse).
+func kvTopic(key string) string { return strings.ReplaceAll(key, "=", ":") }

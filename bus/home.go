@@ -110,7 +110,7 @@ func (n *Node) resolveHome(ctx context.Context, p *Publication) (HomeInfo, error
 			continue
 		}
 		sent := time.Now()
-		rev, err := leases.Create(ctx, topic, n.leaseValue())
+		rev, err := leases.Create(ctx, kvKey(topic), n.leaseValue())
 		if err != nil {
 			if !casConflict(err) {
 				lastErr = fmt.Errorf("%w: take the lease of %q: %v", ErrConnect, topic, err)
@@ -155,7 +155,7 @@ func (n *Node) becomeHome(ctx context.Context, p *Publication, epoch uint64, lea
 		delete(n.homes, topic)
 		n.mu.Unlock()
 		dctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
-		_ = leases.Delete(dctx, topic, jetstream.LastRevision(slot.leaseRev))
+		_ = leases.Delete(dctx, kvKey(topic), jetstream.LastRevision(slot.leaseRev))
 		cancel()
 		return HomeInfo{}, err
 	}
@@ -188,9 +188,9 @@ func (n *Node) becomeHome(ctx context.Context, p *Publication, epoch uint64, lea
 			return fail(err)
 		}
 		if orev == 0 {
-			rev, err = seqs.Create(ctx, topic, b)
+			rev, err = seqs.Create(ctx, kvKey(topic), b)
 		} else {
-			rev, err = seqs.Update(ctx, topic, b, orev)
+			rev, err = seqs.Update(ctx, kvKey(topic), b, orev)
 		}
 		if err == nil {
 			break
@@ -209,7 +209,7 @@ func (n *Node) becomeHome(ctx context.Context, p *Publication, epoch uint64, lea
 	rec.Desc = desc
 	b, err := n.encodeRecord(topic, rec)
 	if err == nil {
-		rev, err = seqs.Update(ctx, topic, b, rev)
+		rev, err = seqs.Update(ctx, kvKey(topic), b, rev)
 	}
 	if err != nil {
 		return fail(fmt.Errorf("%w: publish home record of %q: %v", ErrConnect, topic, err))

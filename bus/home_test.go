@@ -222,3 +222,24 @@ func TestHome_RestartedOnlyPublisher_StartsAboveTheReservation(t *testing.T) {
 	assert.Greater(t, e2.Epoch, e1.Epoch)
 	assert.Equal(t, e1.Reserved, e2.Start)
 }
+
+// A topic token may hold ':' (a KV key may not): such a topic is elected a
+// home like any other, in the bucket under a key of its own, and a second
+// publisher finds that home.
+func TestHome_TopicWithColon_IsElectedAndFound(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	a := openNode(t, testConfig("c0", ""))
+	b := openNode(t, testConfig("c1", a.ClientURL()))
+	var ra, rb recorder
+	pa, err := a.Publish(ctx, pubSpec("eq:us.px", &ra))
+	require.NoError(t, err)
+	assert.Equal(t, "c0", pa.Home().Node.ID)
+	pb, err := b.Publish(ctx, pubSpec("eq:us.px", &rb))
+	require.NoError(t, err)
+	assert.Equal(t, "c0", pb.Home().Node.ID, "the second publisher finds the first one's home")
+	assert.Equal(t, pa.Home().Epoch, pb.Home().Epoch)
+	pc, err := b.Publish(ctx, pubSpec("eq=us.px", &rb))
+	assert.Error(t, err, "'=' is no topic character: it cannot alias eq:us.px's key")
+	assert.Nil(t, pc)
+}

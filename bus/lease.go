@@ -147,7 +147,7 @@ func (n *Node) leaseValue() []byte {
 
 // getRecord reads the topic's home record; rev 0 and no error: none yet.
 func (n *Node) getRecord(ctx context.Context, seqs jetstream.KeyValue, topic string) (homeRecord, uint64, error) {
-	e, err := seqs.Get(ctx, topic)
+	e, err := seqs.Get(ctx, kvKey(topic))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return homeRecord{}, 0, nil
 	}
@@ -170,7 +170,7 @@ func (n *Node) currentHome(ctx context.Context, topic string) (HomeInfo, bool, e
 	if err != nil {
 		return HomeInfo{}, false, err
 	}
-	le, err := leases.Get(ctx, topic)
+	le, err := leases.Get(ctx, kvKey(topic))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return HomeInfo{}, false, nil
 	}
@@ -207,11 +207,11 @@ func (n *Node) watchLeases(w jetstream.KeyWatcher) {
 			op := e.Operation()
 			n.mu.Lock()
 			if op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge {
-				for _, p := range n.localPubs[e.Key()] {
+				for _, p := range n.localPubs[kvTopic(e.Key())] {
 					p.leaseGone()
 				}
 			}
-			n.wakeLocked(e.Key())
+			n.wakeLocked(kvTopic(e.Key()))
 			n.mu.Unlock()
 		}
 	}
@@ -234,12 +234,12 @@ func (n *Node) watchRecords(w jetstream.KeyWatcher) {
 			if e == nil || e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
-			rec, err := n.readRecord(e.Key(), e.Value())
+			rec, err := n.readRecord(kvTopic(e.Key()), e.Value())
 			if err != nil {
 				n.badInput("record", err)
 				continue
 			}
-			n.newRecord(e.Key(), rec)
+			n.newRecord(kvTopic(e.Key()), rec)
 		}
 	}
 }
@@ -338,7 +338,7 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 		select {
 		case <-s.stop:
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
-			if err := leases.Delete(ctx, topic, jetstream.LastRevision(s.leaseRev)); err != nil {
+			if err := leases.Delete(ctx, kvKey(topic), jetstream.LastRevision(s.leaseRev)); err != nil {
 				n.log.Debug().Err(err).Str("topic", topic).Msg("bus: delete lease")
 			}
 			cancel()
@@ -355,7 +355,7 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 		if now.Sub(lastRenew) >= renewEvery {
 			lastRenew = now
 			ctx, cancel := context.WithTimeout(n.ctx, fenceAfter-now.Sub(s.leaseAt))
-			rev, err := leases.Update(ctx, topic, val, s.leaseRev)
+			rev, err := leases.Update(ctx, kvKey(topic), val, s.leaseRev)
 			cancel()
 			if err == nil {
 				s.leaseRev, s.leaseAt = rev, now
@@ -375,7 +375,7 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 				if err == nil {
 					ctx, cancel := context.WithTimeout(n.ctx, fenceAfter)
 					var rev uint64
-					rev, err = seqs.Update(ctx, topic, b, rrev)
+					rev, err = seqs.Update(ctx, kvKey(topic), b, rrev)
 					cancel()
 					if err == nil {
 						n.mu.Lock() // resolveHome and FindHome read rec under n.mu
@@ -401,7 +401,7 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 func (n *Node) checkLease(topic string, s *homeSlot, leases jetstream.KeyValue, val []byte, sent time.Time, renewErr error) error {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.LeaseTTL/4)
 	defer cancel()
-	e, err := leases.Get(ctx, topic)
+	e, err := leases.Get(ctx, kvKey(topic))
 	switch {
 	case err == nil && bytes.Equal(e.Value(), val):
 		if e.Revision() > s.leaseRev {
