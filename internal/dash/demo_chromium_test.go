@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/stats"
 )
 
@@ -91,7 +92,11 @@ func TestChromium_Demo_ShowsRealSubscribers(t *testing.T) {
 	}
 
 	// Listen to what the subscribers send, as the dashboard does.
-	nc, err := nats.Connect(nurl)
+	// The demo's server requires this user's embedded token, as the
+	// dashboard finds it.
+	token, err := bus.EmbeddedToken()
+	require.NoError(t, err)
+	nc, err := nats.Connect(nurl, nats.Token(token))
 	require.NoError(t, err)
 	defer nc.Close()
 	type key struct {
