@@ -101,8 +101,8 @@ func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err err
 		n.log.Info().Str("bucket", st.Bucket()).Int("replicas", replicas).Dur("lease_ttl", st.TTL()).Msg("bus: home buckets ready")
 	}
 	n.wg.Add(3)
-	go n.watchLeases(lw)
-	go n.watchRecords(sw)
+	go n.watch(lw, n.onLease)
+	go n.watch(sw, n.onRecord)
 	go n.refreshRecords(seqs)
 	return leases, seqs, nil
 }
@@ -187,10 +187,10 @@ func (n *Node) currentHome(ctx context.Context, topic string) (HomeInfo, bool, e
 	return rec.info(topic, n.self), true, nil
 }
 
-// watchLeases tells local publications at once when a topic's lease is
-// deleted (a home closed) or expires (a delete marker, where the server
-// writes them), so that failover does not wait for a heartbeat timeout.
-func (n *Node) watchLeases(w jetstream.KeyWatcher) {
+// watch runs f for every update of a home bucket's watcher, with the
+// entry's topic, until the node closes or the watcher ends; the nil that
+// ends the initial values is skipped.
+func (n *Node) watch(w jetstream.KeyWatcher, f func(topic string, e jetstream.KeyValueEntry)) {
 	defer n.wg.Done()
 	defer func() { _ = w.Stop() }()
 	for {
@@ -201,47 +201,41 @@ func (n *Node) watchLeases(w jetstream.KeyWatcher) {
 			if !ok {
 				return
 			}
-			if e == nil {
-				continue // end of the initial values
+			if e != nil {
+				f(kvTopic(e.Key()), e)
 			}
-			op := e.Operation()
-			n.mu.Lock()
-			if op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge {
-				for _, p := range n.localPubs[kvTopic(e.Key())] {
-					p.leaseGone()
-				}
-			}
-			n.wakeLocked(kvTopic(e.Key()))
-			n.mu.Unlock()
 		}
 	}
 }
 
-// watchRecords hands every new home record to the topic's local
-// publications and subscriptions (OnHome): a new reservation, or a new
-// epoch. A publication whose home an epoch superseded gets OnHomeLost.
-func (n *Node) watchRecords(w jetstream.KeyWatcher) {
-	defer n.wg.Done()
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			rec, err := n.readRecord(kvTopic(e.Key()), e.Value())
-			if err != nil {
-				n.badInput("record", err)
-				continue
-			}
-			n.newRecord(kvTopic(e.Key()), rec)
+// onLease tells local publications at once when a topic's lease is
+// deleted (a home closed) or expires (a delete marker, where the server
+// writes them), so that failover does not wait for a heartbeat timeout.
+func (n *Node) onLease(topic string, e jetstream.KeyValueEntry) {
+	op := e.Operation()
+	n.mu.Lock()
+	if op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge {
+		for _, p := range n.localPubs[topic] {
+			p.leaseGone()
 		}
 	}
+	n.wakeLocked(topic)
+	n.mu.Unlock()
+}
+
+// onRecord hands every new home record to the topic's local publications
+// and subscriptions (OnHome): a new reservation, or a new epoch. A
+// publication whose home an epoch superseded gets OnHomeLost.
+func (n *Node) onRecord(topic string, e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	rec, err := n.readRecord(topic, e.Value())
+	if err != nil {
+		n.badInput("record", err)
+		return
+	}
+	n.newRecord(topic, rec)
 }
 
 // newRecord hands a home record newer than the last one seen to the

@@ -58,7 +58,7 @@ type Node struct {
 	localPubs map[string]map[string]*Publication   // topic → publisher id
 	localSubs map[string]map[string]*Subscription  // topic → subscriber id
 	homes     map[string]*homeSlot                 // topics whose home is here
-	records   map[string]homeRecord                // topic → the newest home record seen (watchRecords)
+	records   map[string]homeRecord                // topic → the newest home record seen (onRecord)
 	wakes     map[string]chan struct{}             // topic → closed at its next lease or record change
 	pending   map[string]bool                      // "topic/id" of Publish calls resolving their home
 	closeOnce sync.Once
