@@ -130,6 +130,16 @@ type harness struct {
 
 	rate  float64
 	batch []int // per slot
+
+	// verdict is why the test failed, printed again as its last line.
+	verdict string
+}
+
+// fatalf fails the test with the message, and keeps it as the verdict.
+func (h *harness) fatalf(format string, args ...any) {
+	h.t.Helper()
+	h.verdict = fmt.Sprintf(format, args...)
+	h.t.Fatal(h.verdict)
 }
 
 func newHarness(t testing.TB, ctx context.Context) *harness {
@@ -208,6 +218,14 @@ func baseHarness(t testing.TB, ctx context.Context) *harness {
 		os.RemoveAll(dir)
 	})
 	h := &harness{t: t, ctx: ctx, dir: dir, start: time.Now(), nextID: 100, pubs: make([]*proc, 3), rate: 1000, batch: []int{1, 1, 1}}
+	// Registered first, so it runs last: a failed test's last lines say
+	// why (a CI log keeps only the head and the tail of a long run, and
+	// the roles' logs come before this).
+	t.Cleanup(func() {
+		if t.Failed() && h.verdict != "" {
+			t.Logf("chaos: FAILED: %s", h.verdict)
+		}
+	})
 	t.Cleanup(func() {
 		for _, p := range append(append([]*proc{}, h.all...), h.subs...) {
 			if p.alive() {
@@ -358,7 +376,7 @@ func (h *harness) waitNewHome(epoch uint64, timeout time.Duration) int {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	h.t.Fatalf("no publisher became the topic's home past epoch %d within %v", epoch, timeout)
+	h.fatalf("no publisher became the topic's home past epoch %d within %v", epoch, timeout)
 	return -1
 }
 
@@ -371,7 +389,7 @@ func (h *harness) waitHome(timeout time.Duration) int {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	h.t.Fatalf("no publisher says it is the topic's home after %v", timeout)
+	h.fatalf("no publisher says it is the topic's home after %v", timeout)
 	return -1
 }
 
@@ -396,7 +414,7 @@ func (h *harness) progress(after string, timeout time.Duration) {
 	for i, s := range h.subs {
 		for s.num("n") < before[i]+100 {
 			if time.Now().After(deadline) {
-				h.t.Fatalf("%s: %s delivered nothing new within %v (stuck at %d, ring at %s); publishers now: %s",
+				h.fatalf("%s: %s delivered nothing new within %v (stuck at %d, ring at %s); publishers now: %s",
 					after, s.name, timeout, s.num("n"), s.field("next"), h.pubStats())
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -472,7 +490,7 @@ func (h *harness) oneHome(after string, timeout time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: %d publishers say they are the topic's home after %v: %v", after, len(homes), timeout, homes)
+			h.fatalf("%s: %d publishers say they are the topic's home after %v: %v", after, len(homes), timeout, homes)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
