@@ -145,6 +145,9 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 			if seq+1 > w.cached {
 				w.cached = seq + 1
 			}
+			if !w.claimable(seq, 1) {
+				return 0, ErrFenced // won, but the epoch may have ended since the check above
+			}
 			w.stage(0, seq, typ, 0, payload, publishNs)
 			err = w.deliver(tl, 1)
 			addOwn(&w.stats.published, 1)
@@ -462,7 +465,7 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 // fenced returns first, or ErrFenced when the claimed sequences reach the
 // limit (epoch.go): they are not written.
 func (w *Writer) fenced(first, n uint64) (uint64, error) {
-	if !w.inLimit(first, n) {
+	if !w.claimable(first, n) {
 		return 0, ErrFenced
 	}
 	return first, nil
@@ -509,6 +512,13 @@ func (w *Writer) atomic(op rdma.Opcode, compare, swap, add uint64) (uint64, erro
 		if w.expired() {
 			w.idle.Reset()
 			return 0, ErrTimeout // a late completion has another claimID and is ignored
+		}
+		if w.fence.Load() == 0 { // pairs with the Store in SetLimit
+			// The epoch ended while the home did not answer (stopped,
+			// partitioned): fail over now, not at the timeout. Whatever the
+			// claim takes later is never written (as after ErrTimeout).
+			w.idle.Reset()
+			return 0, ErrFenced
 		}
 		w.idle.Idle(0)
 		idled = true

@@ -275,6 +275,7 @@ type Writer struct {
 	targets atomic.Pointer[targetList]
 	stats   writerStats
 	fence   atomic.Uint64 // SetLimit; the hot path loads it once per claim (epoch.go)
+	lease   atomic.Int64  // SetLeaseEnd: monoNs from which no claim is written; 0 none (epoch.go)
 	retire  atomic.Bool   // retired holds mappings to release (begin)
 
 	// Control plane.
