@@ -210,14 +210,8 @@ func newLocalHarness(t testing.TB, ctx context.Context) *harness {
 func baseHarness(t testing.TB, ctx context.Context) *harness {
 	dir, err := os.MkdirTemp("", "chaos-")
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("records kept in %s", dir)
-			return
-		}
-		os.RemoveAll(dir)
-	})
 	h := &harness{t: t, ctx: ctx, dir: dir, start: time.Now(), nextID: 100, pubs: make([]*proc, 3), rate: 1000, batch: []int{1, 1, 1}}
+	keep := func() bool { return t.Failed() || os.Getenv("CHAOS_KEEP") != "" }
 	// Registered first, so it runs last: a failed test's last lines say
 	// why (a CI log keeps only the head and the tail of a long run, and
 	// the roles' logs come before this).
@@ -227,6 +221,13 @@ func baseHarness(t testing.TB, ctx context.Context) *harness {
 		}
 	})
 	t.Cleanup(func() {
+		if keep() {
+			t.Logf("records kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	t.Cleanup(func() {
 		for _, p := range append(append([]*proc{}, h.all...), h.subs...) {
 			if p.alive() {
 				p.cmd.Process.Signal(syscall.SIGCONT)
@@ -234,13 +235,15 @@ func baseHarness(t testing.TB, ctx context.Context) *harness {
 				<-p.done
 			}
 		}
-		if t.Failed() {
+		if keep() {
 			for _, p := range append(append([]*proc{}, h.all...), h.subs...) {
 				p.mu.Lock()
 				full := p.stderr.String()
 				p.mu.Unlock()
 				os.WriteFile(p.out+".log", []byte(full), 0o644)
-				t.Logf("%s's log (whole in %s.log):\n%s", p.name, p.out, p.log())
+				if t.Failed() {
+					t.Logf("%s's log (whole in %s.log):\n%s", p.name, p.out, p.log())
+				}
 			}
 		}
 	})
