@@ -139,5 +139,10 @@ func (p *Publisher) dialHome(ctx context.Context, hi bus.HomeInfo, timeout time.
 	if err != nil {
 		return nil, qp, cq, fmt.Errorf("publisher: %w", err)
 	}
+	if hi.Local {
+		// a home of this process: no claim on it is written once it may
+		// have lost its lease (a stall past it; see onLease)
+		w.SetLeaseEnd(p.pub.LeaseEnd(hi.Epoch))
+	}
 	return w, qp, cq, nil
 }

@@ -91,6 +91,7 @@ func New(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config) (*
 		OnSubscriber:       p.onSubscriber,
 		OnSubscriberGone:   p.onSubscriberGone,
 		OnHomeLost:         p.onHomeLost,
+		OnLease:            p.onLease,
 	})
 	if err != nil {
 		_ = p.homeAlso.Close()

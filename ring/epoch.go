@@ -98,6 +98,17 @@ func (r *Reader) SetEpoch(start, reserved uint64) {
 	}
 }
 
+// AwaitEpoch makes the reader take no stamp ahead of it for a lap until
+// SetEpoch gives it a reservation: a reader that knows no epoch yet cannot
+// tell a lossy lap from a newer epoch's first ticks, and would name the
+// ended epoch's unused range as an overrun (the chaos test saw it on a
+// subscriber whose node's JetStream answered seconds late). Until then it
+// delivers in order and waits where it would jump. The subscriber calls it
+// before Poll runs, since its node always learns the topic's home record.
+func (r *Reader) AwaitEpoch() {
+	r.bound.CompareAndSwap(0, 1) // no stamp is below 1: none is trusted ahead; pairs with the Load in trusted
+}
+
 // trusted reports whether stamp (> seq, in seq's slot at off) can be
 // believed: the slot's header check passes for stamp and stamp is below
 // the known bound. Off the hot path: only a lapped-looking slot gets here.

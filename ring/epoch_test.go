@@ -397,3 +397,43 @@ func TestWriter_ClaimWaitingOnASilentHome_FencedEndsTheWait(t *testing.T) {
 		}
 	}
 }
+
+// A reader that knows no epoch yet (its node's home records came late)
+// must not take a newer epoch's ticks for a lap: with AwaitEpoch it waits
+// where it would jump, and once SetEpoch tells it where the new epoch
+// starts it names the ended epoch's unused range with one EventEpoch, not
+// as an overrun.
+func TestReader_AwaitEpoch_NewEpochBeforeItsRecordIsNotAnOverrun(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64, GapTimeout: time.Hour})
+	rd := r.Reader()
+	rd.AwaitEpoch()
+	for i := uint64(1); i <= 5; i++ {
+		_, err := tp.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, rd, &c, func() bool { return len(c.ticks) == 5 })
+	// the old epoch reserved 6..999 and used none of it; the new one
+	// starts at 1000 and laps the ring before the reader hears of it
+	_, err := tp.w.claim(994)
+	require.NoError(t, err)
+	for i := uint64(1000); i < 1100; i++ {
+		seq, err := tp.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+		require.Equal(t, i, seq)
+	}
+	for range 1000 {
+		rd.Poll(&c)
+	}
+	assert.Empty(t, c.events, "nothing is named before the reader knows the epochs")
+	assert.Equal(t, uint64(6), rd.Next())
+	rd.SetEpoch(1000, 1<<20)
+	pollUntil(t, rd, &c, func() bool { return rd.Next() >= 1100 })
+	require.NotEmpty(t, c.events)
+	assert.Equal(t, Event{Kind: EventEpoch, From: 6, To: 999}, c.events[0], "the unused range is one epoch event")
+	for _, e := range c.events[1:] {
+		assert.Equal(t, EventOverrun, e.Kind, "%v", e)
+		assert.GreaterOrEqual(t, e.From, uint64(1000), "only the new epoch's lapped ticks are overruns: %v", e)
+	}
+}
