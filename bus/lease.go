@@ -428,7 +428,14 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 // revision: adopt it), a conflict or a missing key means the lease is
 // gone (returned as the reason), anything else is retried.
 func (n *Node) checkLease(topic string, s *homeSlot, leases jetstream.KeyValue, val []byte, sent time.Time, renewErr error) error {
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.LeaseTTL/4)
+	// Bounded by the fence too: a look that outlasts it would keep the
+	// home granting claims after it must have given up (the chaos test's
+	// homes gave up at 1s of a 1s lease, not at 3/4).
+	left := n.fenceAfter() - time.Since(s.leaseAt)
+	if left <= 0 {
+		return fmt.Errorf("%w: lease of %q not renewed for %v (%v)", ErrHomeLost, topic, time.Since(s.leaseAt), renewErr)
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, min(n.cfg.LeaseTTL/4, left))
 	defer cancel()
 	e, err := leases.Get(ctx, kvKey(topic))
 	switch {
