@@ -259,7 +259,7 @@ func WithConnectTimeout(d time.Duration) Option {
 }
 
 // WithLeaseTTL is how long a topic's home, if this client becomes it,
-// holds its lease without renewing (default 1s, at least 100ms). The home
+// holds its lease without renewing (default 750ms, at least 100ms). The home
 // renews every ttl/4 and gives the home up when it has not renewed for 3/4
 // of it; a dead home's successor is elected once the lease expires. A
 // longer lease rides out a starved process (a loaded machine, the race
