@@ -552,15 +552,24 @@ func (h *harness) stopPub(p *proc) {
 // and checks them.
 func (h *harness) finish() *Report {
 	h.t.Helper()
+	h.note("stopping the publishers")
+	for _, p := range h.pubs { // all at once: on a loaded machine one by one took tens of seconds
+		if p != nil && p.alive() {
+			p.stdin.Close()
+		}
+	}
 	for _, p := range h.pubs {
 		if p != nil && p.alive() {
 			h.stopPub(p)
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	var subs []Subscriber
+	h.note("stopping the subscribers")
 	for _, s := range h.subs {
 		s.stdin.Close()
+	}
+	var subs []Subscriber
+	for _, s := range h.subs {
 		h.t.Logf("%s: %s", s.name, s.expect(h.t, "DONE", 60*time.Second))
 		<-s.done
 		require.True(h.t, s.cmd.ProcessState.Success(), "%s exits 0", s.name)
@@ -578,7 +587,9 @@ func (h *harness) finish() *Report {
 		require.NoError(h.t, err)
 		pubs = append(pubs, pub)
 	}
+	h.note("checking the records")
 	r := Check(subs, pubs)
+	h.note("checked")
 	h.t.Log(r.String())
 	for _, d := range h.deaths {
 		var took []string
