@@ -20,7 +20,11 @@ import (
 // harness's loop polls on its pinned thread) on the other. Discovery, the
 // queue-pair and descriptor exchange, the choice of the topic's home (its
 // first publisher) and the provider per peer are the bus's, as in
-// production; tickbus-tcp forces the tcp provider (WithProvider). The
+// production; tickbus-tcp forces the tcp provider (WithProvider). Its home
+// is where a deployment has it: the publisher, in its own process, whose
+// claims are CPU atomics on its own counter (tcp maps a loopback pair in
+// one process directly, rdma/tcp/direct.go); the ring writes, the
+// subscriber's credits and the journal READs cross tcp (loopback). The
 // publisher and subscriber loops are the same as every other case's
 // (loops.go).
 
