@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,6 +61,8 @@ func TestConnect_BadOptions_FailWithErrInvalidOptionNamingTheOption(t *testing.T
 		{tickbus.WithAllowPublish("t"), "WithAllowPublish"},
 		{tickbus.WithAllowPublish("t", "alice"), "WithAllowPublish"},
 		{tickbus.WithAllowSubscribe("", "*"), "WithAllowSubscribe"},
+		{tickbus.WithPublisherDefaults(tickbus.WithRate(0)), "WithRate"},
+		{tickbus.WithPublisherDefaults(nil), "WithPublisherDefaults"},
 		{nil, "Connect"},
 	} {
 		c, err := tickbus.Connect(context.Background(), tc.opt)
@@ -101,6 +104,7 @@ func TestPublisherAndSubscribe_BadOptions_FailAndChangeNothing(t *testing.T) {
 	for _, opt := range []tickbus.PubOption{
 		tickbus.WithPublisherID(0), tickbus.WithPublisherName(""), tickbus.WithSlotSize(100), tickbus.WithSlotSize(0),
 		tickbus.WithJournal(3), tickbus.WithMaxBatch(0), tickbus.WithPublishTimeout(-time.Second), tickbus.WithPublishIdle(nil), nil,
+		tickbus.WithRate(0), tickbus.WithRate(-1), tickbus.WithRate(math.NaN()), tickbus.WithRate(2e9),
 	} {
 		p, err := c.Publisher("t", opt)
 		assert.Nil(t, p)
