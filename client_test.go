@@ -324,7 +324,7 @@ func TestSubscribe_WithStats_GetsIntervalStatistics(t *testing.T) {
 func TestErrors_AreDistinctAndPrefixed(t *testing.T) {
 	all := []error{tickbus.ErrInvalidOption, tickbus.ErrConnect, tickbus.ErrClosed, tickbus.ErrTooLarge, tickbus.ErrBatchTooLarge,
 		tickbus.ErrInvalidTick, tickbus.ErrLost, tickbus.ErrInvalidSequence, tickbus.ErrBackPressure, tickbus.ErrTimeout,
-		tickbus.ErrHomeFailed, tickbus.ErrRefused}
+		tickbus.ErrHomeFailed, tickbus.ErrRefused, tickbus.ErrNoHome, tickbus.ErrNoJetStream, tickbus.ErrForbidden, tickbus.ErrDuplicate}
 	for i, a := range all {
 		assert.Regexp(t, "^tickbus: ", a.Error())
 		for j, b := range all {
