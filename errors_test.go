@@ -195,3 +195,25 @@ func ExamplePublisher_PublishAt() {
 	// skip 3..4
 	// got 5
 }
+
+// How a trading engine tells its losses apart: what it must act on (a
+// gap, an overrun or a corrupt slot: its book may be wrong), what its feed
+// never had (skip), and what was never this ring's (a home's failover, a
+// publisher joining). Compiled, not run: the events need a failure.
+func Example_events() {
+	h := tickbus.HandlerFuncs{
+		Events: func(ev tickbus.Event) {
+			switch ev.Kind {
+			case tickbus.EventGap, tickbus.EventOverrun, tickbus.EventCorrupt:
+				fmt.Printf("lost %d ticks (%v %d..%d): rebuild the book from a snapshot\n", ev.Count(), ev.Kind, ev.From, ev.To)
+			case tickbus.EventSkip:
+				fmt.Printf("the feed never had %d..%d\n", ev.From, ev.To)
+			case tickbus.EventEpoch:
+				fmt.Printf("the topic's home failed over; the stream goes on at %d\n", ev.To+1)
+			case tickbus.EventJoin:
+				fmt.Printf("%d ticks published while a publisher joined\n", ev.Count())
+			}
+		},
+	}
+	_ = h
+}
