@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -277,18 +278,24 @@ func subMain(args []string) int {
 	return 0
 }
 
-// proc is a role running inside a namespace.
+// proc is a role running inside a namespace. Its stderr (zerolog JSON)
+// goes to a file in the test's records directory, not to the test's
+// output: a truncated CI log keeps its head and tail, and the tail is the
+// test's summary (see verdict).
 type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser // closing it ends a -hold publisher
-	lines  chan string
-	stderr strings.Builder
-	mu     sync.Mutex
-	done   chan struct{}
+	name    string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser // closing it ends a -hold publisher
+	lines   chan string
+	logPath string
+	v       *verdict
+	mu      sync.Mutex
+	stderr  strings.Builder // also kept in memory, for logCount
+	logFile *os.File
+	done    chan struct{}
 }
 
-func start(t *testing.T, n *netns.Net, host int, name, role string, args ...string) *proc {
+func start(t *testing.T, v *verdict, n *netns.Net, host int, name, role string, args ...string) *proc {
 	t.Helper()
 	base, err := child.Command(context.Background(), role, args...)
 	require.NoError(t, err)
@@ -298,10 +305,14 @@ func start(t *testing.T, n *netns.Net, host int, name, role string, args ...stri
 	require.NoError(t, err)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
-	p := &proc{name: name, cmd: cmd, stdin: stdin, lines: make(chan string, 16), done: make(chan struct{})}
+	logPath := filepath.Join(v.dir, name+".log")
+	lf, err := os.Create(logPath)
+	require.NoError(t, err)
+	p := &proc{name: name, cmd: cmd, stdin: stdin, lines: make(chan string, 16), logPath: logPath, v: v, logFile: lf, done: make(chan struct{})}
 	cmd.Stderr = writerFunc(func(b []byte) (int, error) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		p.logFile.Write(b) // best effort: the in-memory copy is what the test reads
 		return p.stderr.Write(b)
 	})
 	require.NoError(t, cmd.Start())
@@ -313,7 +324,13 @@ func start(t *testing.T, n *netns.Net, host int, name, role string, args ...stri
 		close(p.lines)
 		io.Copy(io.Discard, out)
 	}()
-	go func() { cmd.Wait(); close(p.done) }()
+	go func() {
+		cmd.Wait()
+		p.mu.Lock()
+		p.logFile.Close()
+		p.mu.Unlock()
+		close(p.done)
+	}()
 	t.Cleanup(func() {
 		select {
 		case <-p.done:
@@ -330,29 +347,47 @@ type writerFunc func([]byte) (int, error)
 func (w writerFunc) Write(b []byte) (int, error) { return w(b) }
 
 // expect waits for the process's next line and returns what follows want.
+// A failure says what was awaited, how the process ended, its last log
+// lines and where its whole log is; never the whole log.
 func (p *proc) expect(t *testing.T, want string, timeout time.Duration) string {
 	t.Helper()
+	p.v.at(fmt.Sprintf("waiting for %s's %q", p.name, want))
 	select {
 	case l, ok := <-p.lines:
 		if !ok {
 			<-p.done
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			t.Fatalf("%s exited before %q: %v\nstderr:\n%s", p.name, want, p.cmd.ProcessState, p.stderr.String())
+			t.Fatalf("%s exited before %q: %v\n%s", p.name, want, p.cmd.ProcessState, p.tail())
 		}
 		rest, found := strings.CutPrefix(l, want)
 		if !found {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			t.Fatalf("%s said %q, want %q\nstderr:\n%s", p.name, l, want, p.stderr.String())
+			t.Fatalf("%s said %q, want %q\n%s", p.name, l, want, p.tail())
 		}
 		return strings.TrimSpace(rest)
 	case <-time.After(timeout):
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		t.Fatalf("%s: no %q within %v\nstderr:\n%s", p.name, want, timeout, p.stderr.String())
+		t.Fatalf("%s: no %q within %v\n%s", p.name, want, timeout, p.tail())
 	}
 	return ""
+}
+
+// tailLines is how many of a role's last log lines a failure message shows.
+const tailLines = 8
+
+// tail is p's last few stderr lines (each cut to 300 bytes) and the path
+// of the whole log.
+func (p *proc) tail() string {
+	p.mu.Lock()
+	all := strings.Split(strings.TrimRight(p.stderr.String(), "\n"), "\n")
+	p.mu.Unlock()
+	all = all[max(0, len(all)-tailLines):]
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s's last %d log lines (all of it in %s):\n", p.name, len(all), p.logPath)
+	for _, l := range all {
+		if len(l) > 300 {
+			l = l[:300] + "…"
+		}
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
 }
 
 func fields(s string) map[string]string {
@@ -380,11 +415,12 @@ func TestMultiHost_OnePublisher_BothHostsGetEveryTick(t *testing.T) {
 	if testing.Short() {
 		ticks = 1000
 	}
+	v := newVerdict(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	n, servers := cluster(t, ctx)
 
-	role := roles(t, n, servers, ticks)
+	role := roles(t, v, n, servers, ticks)
 	subB := role(1, "host-b", roleSub)
 	subC := role(2, "host-c", roleSub)
 	subB.expect(t, "READY", 30*time.Second)
@@ -392,20 +428,35 @@ func TestMultiHost_OnePublisher_BothHostsGetEveryTick(t *testing.T) {
 	pub := role(0, "host-a", rolePub, "-subs", "2")
 	pub.expect(t, "PUBLISHING", 60*time.Second)
 	last := pub.expect(t, "DONE", 60*time.Second)
+	v.count("pub_last", last)
 	require.Equal(t, strconv.Itoa(ticks), last, "the publisher's last sequence")
 
 	var sums []string
 	for _, s := range []*proc{subB, subC} {
 		got := fields(s.expect(t, "DONE", 90*time.Second))
-		assert.Equal(t, strconv.Itoa(ticks), got["n"], "%s received every tick", s.name)
-		assert.Equal(t, "1", got["first"], s.name)
-		assert.Equal(t, strconv.Itoa(ticks), got["last"], s.name)
-		assert.Equal(t, "true", got["inorder"], "%s in order", s.name)
-		assert.Equal(t, "0", got["lost"], "%s lost nothing", s.name)
-		assert.Equal(t, "0", got["events"], "%s saw no gap or overrun", s.name)
+		countSub(v, s.name, got)
+		v.check(everyTick(t, s.name, got, ticks), s.name+" received every tick in order, nothing lost")
 		sums = append(sums, got["sum"])
 	}
-	assert.Equal(t, sums[0], sums[1], "both hosts saw the same ticks in the same order")
+	v.check(assert.Equal(t, sums[0], sums[1], "both hosts saw the same ticks in the same order"), "both hosts saw the same ticks in the same order")
+}
+
+// countSub notes a subscriber's DONE counters in the verdict.
+func countSub(v *verdict, name string, got map[string]string) {
+	for _, k := range []string{"n", "first", "last", "inorder", "lost", "events", "gaps", "overruns"} {
+		v.count(name+"_"+k, got[k])
+	}
+}
+
+// everyTick checks a subscriber's DONE line says it got ticks 1..ticks, in
+// order, nothing lost, no event.
+func everyTick(t *testing.T, name string, got map[string]string, ticks int) bool {
+	ok := assert.Equal(t, strconv.Itoa(ticks), got["n"], "%s received every tick", name)
+	ok = assert.Equal(t, "1", got["first"], name) && ok
+	ok = assert.Equal(t, strconv.Itoa(ticks), got["last"], name) && ok
+	ok = assert.Equal(t, "true", got["inorder"], "%s in order", name) && ok
+	ok = assert.Equal(t, "0", got["lost"], "%s lost nothing", name) && ok
+	return assert.Equal(t, "0", got["events"], "%s saw no gap or overrun", name) && ok
 }
 
 // TestMultiHost_SubscriberHostDies_PublisherGoesOn: host C's subscriber is
@@ -419,10 +470,11 @@ func TestMultiHost_SubscriberHostDies_PublisherGoesOn(t *testing.T) {
 		t.Skip("kills a process mid-stream and waits for the bus to notice; skipped with -short")
 	}
 	const ticks, rate = 3000, 1000
+	v := newVerdict(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	n, servers := cluster(t, ctx)
-	role := roles(t, n, servers, ticks)
+	role := roles(t, v, n, servers, ticks)
 	subB := role(1, "host-b", roleSub)
 	subC := role(2, "host-c", roleSub)
 	subB.expect(t, "READY", 30*time.Second)
@@ -430,15 +482,18 @@ func TestMultiHost_SubscriberHostDies_PublisherGoesOn(t *testing.T) {
 	pub := role(0, "host-a", rolePub, "-subs", "2", "-rate", strconv.Itoa(rate))
 	pub.expect(t, "PUBLISHING", 60*time.Second)
 	time.Sleep(time.Second) // about a third of the stream
+	v.at("killing host C's subscriber")
 	require.NoError(t, subC.cmd.Process.Kill())
 	<-subC.done
 
 	last := pub.expect(t, "DONE", 60*time.Second)
+	v.count("pub_last", last)
 	require.Equal(t, strconv.Itoa(ticks), last, "the publisher published every tick")
 	got := fields(subB.expect(t, "DONE", 60*time.Second))
-	assert.Equal(t, strconv.Itoa(ticks), got["n"], "host B received every tick")
-	assert.Equal(t, "true", got["inorder"])
-	assert.Equal(t, "0", got["lost"], "host B lost nothing")
+	countSub(v, "host-b", got)
+	v.check(assert.Equal(t, strconv.Itoa(ticks), got["n"], "host B received every tick"), "host B received every tick")
+	v.check(assert.Equal(t, "true", got["inorder"], "host B in order"), "host B in order")
+	v.check(assert.Equal(t, "0", got["lost"], "host B lost nothing"), "host B lost nothing")
 }
 
 // TestMultiHost_NATSServerDies_DataPlaneGoesOn: the nats-server on host B
@@ -452,10 +507,11 @@ func TestMultiHost_NATSServerDies_DataPlaneGoesOn(t *testing.T) {
 		t.Skip("kills a nats-server mid-stream; skipped with -short")
 	}
 	const ticks, rate = 3000, 1000
+	v := newVerdict(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	n, servers := cluster(t, ctx)
-	role := roles(t, n, servers, ticks)
+	role := roles(t, v, n, servers, ticks)
 	subB := role(1, "host-b", roleSub)
 	subC := role(2, "host-c", roleSub)
 	subB.expect(t, "READY", 30*time.Second)
@@ -463,24 +519,27 @@ func TestMultiHost_NATSServerDies_DataPlaneGoesOn(t *testing.T) {
 	pub := role(0, "host-a", rolePub, "-subs", "2", "-rate", strconv.Itoa(rate))
 	pub.expect(t, "PUBLISHING", 60*time.Second)
 	time.Sleep(time.Second)
+	v.at("killing host B's nats-server")
 	require.NoError(t, servers[1].Kill())
 
 	last := pub.expect(t, "DONE", 60*time.Second)
+	v.count("pub_last", last)
 	require.Equal(t, strconv.Itoa(ticks), last)
 	for _, s := range []*proc{subB, subC} {
 		got := fields(s.expect(t, "DONE", 60*time.Second))
-		assert.Equal(t, strconv.Itoa(ticks), got["n"], "%s received every tick", s.name)
-		assert.Equal(t, "true", got["inorder"], s.name)
-		assert.Equal(t, "0", got["lost"], "%s lost nothing", s.name)
+		countSub(v, s.name, got)
+		v.check(assert.Equal(t, strconv.Itoa(ticks), got["n"], "%s received every tick", s.name), s.name+" received every tick")
+		v.check(assert.Equal(t, "true", got["inorder"], s.name), s.name+" in order")
+		v.check(assert.Equal(t, "0", got["lost"], "%s lost nothing", s.name), s.name+" lost nothing")
 	}
 }
 
 // roles returns a starter of role processes on the cluster's hosts: each
 // talks to its own host's nats-server and handles ticks ticks.
-func roles(t *testing.T, n *netns.Net, servers []*netns.NATSServer, ticks int) func(host int, name, r string, extra ...string) *proc {
+func roles(t *testing.T, v *verdict, n *netns.Net, servers []*netns.NATSServer, ticks int) func(host int, name, r string, extra ...string) *proc {
 	return func(host int, name, r string, extra ...string) *proc {
 		args := append([]string{"-nats", servers[host].URL, "-host", n.Hosts[host].Addr, "-name", name,
 			"-n", strconv.Itoa(ticks)}, extra...)
-		return start(t, n, host, name, r, args...)
+		return start(t, v, n, host, name, r, args...)
 	}
 }
