@@ -46,9 +46,8 @@ func TestMultiHost(t *testing.T) {
 	subB, subC := sub(1, 1, "host-b", "reliable"), sub(2, 2, "host-c", "reliable")
 	subB.expect(t, "READY", 30*time.Second)
 	subC.expect(t, "READY", 30*time.Second)
-	// Publishers wait up to 2s for a claim or a completion (default 1s,
-	// which a shared CI host under load has been seen to exceed).
-	pubArgs := []string{"-subs", "2", "-hold", "-wait", "2s", "-n", strconv.Itoa(each), "-rate", strconv.Itoa(rate)}
+	// Publishers wait roleWait (2s) for a claim or a completion.
+	pubArgs := []string{"-subs", "2", "-hold", "-n", strconv.Itoa(each), "-rate", strconv.Itoa(rate)}
 	// B's publisher starts once A's publishes, so A is the topic's home
 	// (two publishers that claim the home at the same instant over this
 	// cluster have been seen to both become home: see the report).
@@ -107,7 +106,7 @@ func TestMultiHost(t *testing.T) {
 	got := map[string]map[string]string{}
 	for _, s := range []*proc{subB, subC, subD} {
 		got[s.name] = fields(s.expect(t, "DONE", 60*time.Second))
-		countSub(v, s.name, got[s.name])
+		countSub(t, v, s.name, got[s.name])
 	}
 	v.at("checking the records")
 	for name, g := range got {
