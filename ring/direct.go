@@ -122,13 +122,17 @@ func (w *Writer) directAtomic(op rdma.Opcode, compare, swap, add uint64) (uint64
 		}
 	}
 	if w.pending > 0 {
-		// Signalled WRITEs of generic targets pile up: drain them now and
-		// then, as the generic claim does.
-		if tl := w.targets.Load(); w.pending > 2*len(tl.cqs) { // pairs with the Store in AddTarget/RemoveTarget
-			w.reap()
-		}
+		w.reapSome()
 	}
 	return orig, nil
+}
+
+// reapSome drains the CQs when signalled WRITEs of generic targets pile
+// up, now and then, as the generic claim does.
+func (w *Writer) reapSome() {
+	if tl := w.targets.Load(); w.pending > 2*len(tl.cqs) { // pairs with the Store in AddTarget/RemoveTarget
+		w.reap()
+	}
 }
 
 // directLive reports whether t (mapped) may be written; if not it drops t.

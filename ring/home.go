@@ -41,6 +41,7 @@ type Home struct {
 	log  zerolog.Logger
 	once sync.Once
 	err  error
+	solo soloState // solo.go
 }
 
 // NewHome registers a home on dev. The device must have remote atomics.
@@ -90,6 +91,11 @@ func (h *Home) Desc() HomeDesc { return h.desc }
 // Counter is the next sequence to be claimed, read locally. For observers
 // and for choosing a late-joining ring's Start; claims go through a QP.
 func (h *Home) Counter() uint64 {
+	if s := &h.solo; s.armed.Load() && s.req.Load() == 0 {
+		// A solo writer's run: the counter holds its end; this is the
+		// next sequence it hands out.
+		return s.next.Load() &^ soloBusy // pairs with the writer's Store64
+	}
 	return at[hotLine](h.mr.Bytes(), offHot).Value.Load() // pairs with the QP atomics of every writer
 }
 
