@@ -19,7 +19,8 @@
 //	+128  +--------------------------------+   +128  +--------------------------------+
 //	      | counter u64: next sequence to  |         | head u64: next sequence the    |
 //	      | claim; CAS/FAA through QPs only|         | reader delivers (observers)    |
-//	      | pad to 128 (own line pair)     |         | pad to 128                     |
+//	      | solo u64: a solo writer's next |         | pad to 128                     |
+//	      | (0: none; solo.go), pad to 128 |         |                                |
 //	+256  +--------------------------------+   +256  +--------------------------------+
 //	      | journal slot[0 .. J-1]         |         | slot[0 .. N-1]                 |
 //	      +--------------------------------+         +--------------------------------+

@@ -81,6 +81,7 @@ func NewHome(dev rdma.Device, cfg HomeConfig) (*Home, error) {
 	remote.Len = uint64(size)
 	h := &Home{mr: mr, log: cfg.Logger, desc: HomeDesc{Epoch: epoch, Start: cfg.Start, Region: remote,
 		JournalSlots: uint32(cfg.JournalSlots), SlotSize: uint32(cfg.SlotSize)}}
+	h.solo.next = &at[hotLine](mr.Bytes(), offHot).Solo
 	h.log.Debug().Uint64("epoch", epoch).Int("journal", cfg.JournalSlots).Int("slot", cfg.SlotSize).Msg("ring: home registered")
 	return h, nil
 }
@@ -94,7 +95,9 @@ func (h *Home) Counter() uint64 {
 	if s := &h.solo; s.armed.Load() && s.req.Load() == 0 {
 		// A solo writer's run: the counter holds its end; this is the
 		// next sequence it hands out.
-		return s.next.Load() &^ soloBusy // pairs with the writer's Store64
+		if v := s.next.Load() &^ soloBusy; v != 0 { // pairs with the writer's Store64
+			return v
+		}
 	}
 	return at[hotLine](h.mr.Bytes(), offHot).Value.Load() // pairs with the QP atomics of every writer
 }

@@ -50,16 +50,17 @@ const soloRun = 1024
 // soloBusy is set in soloState.next while a solo claim runs.
 const soloBusy = 1 << 63
 
-// soloState is shared by a home and its solo writer. Each word on its own
-// line pair: next is stored per claim by the writer.
+// soloState is shared by a home and its solo writer, on a line pair of
+// its own. The writer's next sequence, stored per claim, is the home
+// region's solo word (hotLine.Solo, beside the counter), so that readers
+// who READ the counter for gap detection READ it too (journal.go).
 type soloState struct {
 	_     [LineSize]byte
-	next  atomic.Uint64 // writer: next sequence it hands out, |soloBusy during a claim (release.Store64); Share loads
-	_     [LineSize - 8]byte
-	end   atomic.Uint64 // writer: the run's end, as the counter holds it (release.Store64); Share loads
-	req   atomic.Uint32 // Share: 1 once the home shares its counter; the writer loads per claim
-	armed atomic.Bool   // a writer took solo mode (NewWriter), once in the home's life
-	_     [LineSize - 16]byte
+	next  *atomic.Uint64 // the home's solo word: the writer's next sequence, |soloBusy during a claim (release.Store64); Share loads; 0 when no solo writer
+	end   atomic.Uint64  // writer: the run's end, as the counter holds it (release.Store64); Share loads
+	req   atomic.Uint32  // Share: 1 once the home shares its counter; the writer loads per claim
+	armed atomic.Bool    // a writer took solo mode (NewWriter), once in the home's life
+	_     [LineSize - 24]byte
 }
 
 // armSolo makes w the home's solo writer if it can be: the first writer
@@ -93,9 +94,9 @@ func (w *Writer) armSolo(h *Home) {
 func (w *Writer) soloClaim(n uint64) (first uint64, ok bool) {
 	s := &w.soloHome.solo
 	c := w.cached
-	release.Store64(word(&s.next), c|soloBusy) // pairs with Share's Load after its membarrier
-	if s.req.Load() != 0 {                     // pairs with Share's Swap
-		release.Store64(word(&s.next), c)
+	release.Store64(word(s.next), c|soloBusy) // pairs with Share's Load after its membarrier
+	if s.req.Load() != 0 {                    // pairs with Share's Swap
+		release.Store64(word(s.next), c)
 		w.soloOn = false
 		// Wait for Share to give the tail back: a shared claim before
 		// that would take the run's end and leave the tail a hole.
@@ -121,7 +122,7 @@ func (w *Writer) soloClaim(n uint64) (first uint64, ok bool) {
 		release.Store64(word(&s.end), w.runEnd) // before next drops soloBusy: Share reads both after
 	}
 	w.cached = c + n
-	release.Store64(word(&s.next), c+n) // pairs with Share's Load
+	release.Store64(word(s.next), c+n) // pairs with Share's Load
 	return c, true
 }
 
@@ -135,8 +136,8 @@ func (w *Writer) soloLost(c uint64) (uint64, bool) {
 	if v := atomic.LoadUint64(w.dctr); v < FenceAdd && w.runEnd > c {
 		w.stats.skipped.Add(w.runEnd - c)
 	}
-	release.Store64(word(&s.end), c)
-	release.Store64(word(&s.next), c) // an empty run: Share has nothing to give back
+	release.Store64(word(&s.end), 0)
+	release.Store64(word(s.next), 0) // no run: Share has nothing to give back, readers READ the counter alone
 	w.soloOn = false
 	return 0, false
 }
@@ -157,12 +158,13 @@ func (h *Home) Share() {
 		runtime.Gosched() // a claim under way: a few stores, unless its goroutine was preempted
 	}
 	next, end := s.next.Load(), s.end.Load()
-	if next < end {
+	if next != 0 && next < end {
 		// shm only (armed implies the direct path): the counter's CPU
 		// atomics are the QPs' own. It fails only if the counter moved
 		// (fenced): then there is nothing to give back.
 		atomic.CompareAndSwapUint64(h.counterWord(), end, next)
 	}
+	s.next.Store(0)      // after the give-back: a reader READs this word before the counter (journal.go)
 	s.armed.Store(false) // pairs with shareWait's Load: done
 }
 

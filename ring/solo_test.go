@@ -260,3 +260,32 @@ func TestSolo_ZeroAllocsPerPublish(t *testing.T) {
 	assert.Zero(t, allocs)
 	assert.True(t, tp.w.Stats().Solo)
 }
+
+// A reader with a journal READs the home's counter when it waits with
+// nothing later in its ring (was next claimed by a writer that died?). An
+// idle solo topic's counter holds the run's end, far ahead: the reader
+// must take the solo word, not report the run as a gap.
+func TestSolo_IdleTopic_ReaderWithJournalReportsNoGap(t *testing.T) {
+	skipUnlessSolo(t)
+	tp := newTopo(t, HomeConfig{JournalSlots: 64}, WriterConfig{SoloHome: soloHere})
+	r := tp.addRing(RingConfig{GapTimeout: 20 * time.Millisecond})
+	jq, _ := qpPair(t, tp.dev, r.reader.cq, tp.dev, tp.homeQ)
+	require.NoError(t, r.Reader().SetJournal(tp.dev, jq, tp.home.Desc(), time.Second))
+	for i := 1; i <= 3; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	require.Greater(t, rawCounter(tp.home), uint64(4), "the run is reserved ahead")
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 3 })
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); { // many gap timeouts
+		r.Reader().Poll(&c)
+	}
+	assert.Empty(t, c.events, "an idle solo run is not a gap")
+	tp.home.Share()
+	_, err := tp.w.Publish(0, payloadFor(4, 8), 0)
+	require.NoError(t, err)
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 4 })
+	assert.Equal(t, uint64(4), c.ticks[3].Seq)
+	assert.Empty(t, c.events)
+}
