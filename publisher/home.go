@@ -67,6 +67,10 @@ func (p *Publisher) fenceHome(desc []byte) {
 	p.log.Info().Uint64("counter", before).Msg("publisher: fenced the home's counter")
 }
 
+// homeClaimer is the ConnectRequest.ID of a publisher's connect to the
+// home: it will claim (a subscriber's connect, for journal READs, has none).
+const homeClaimer = "claims"
+
 // acceptHome serves another publisher's connect to our home.
 func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
 	dev, mr, desc, err := p.homeDeviceFor(req.Endpoint.Provider)
@@ -78,10 +82,20 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 		return bus.ConnectReply{}, err
 	}
 	// the peer reaches the home's region only: all of it for a publisher
-	// (claims and journal writes), reads for anyone else (a subscriber)
+	// that comes to claim (claims and journal writes), reads for anyone
+	// else (a subscriber's journal and counter READs)
 	access := rdma.AccessRemoteRead
-	if p.node.Authorization().CanPublish(req.From.Key, p.cfg.Topic) {
+	if req.ID == homeClaimer && p.node.Authorization().CanPublish(req.From.Key, p.cfg.Topic) {
 		access = rdma.AccessRemote
+		// Before the counter is granted: our solo writer (if any) gives
+		// back the run it reserved ahead and claims the shared way from
+		// now on, so no sequence is left a hole (ring.Home.Share).
+		p.mu.Lock()
+		h := p.home
+		p.mu.Unlock()
+		if h != nil {
+			h.Share()
+		}
 	}
 	if err := ring.Grant(c.qp, mr, access); err != nil {
 		_ = c.close()

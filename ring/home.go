@@ -41,7 +41,8 @@ type Home struct {
 	log  zerolog.Logger
 	once sync.Once
 	err  error
-	solo soloState // solo.go
+	solo soloState   // solo.go
+	dev  rdma.Device // the device the home is registered on
 }
 
 // NewHome registers a home on dev. The device must have remote atomics.
@@ -82,6 +83,8 @@ func NewHome(dev rdma.Device, cfg HomeConfig) (*Home, error) {
 	h := &Home{mr: mr, log: cfg.Logger, desc: HomeDesc{Epoch: epoch, Start: cfg.Start, Region: remote,
 		JournalSlots: uint32(cfg.JournalSlots), SlotSize: uint32(cfg.SlotSize)}}
 	h.solo.next = &at[hotLine](mr.Bytes(), offHot).Solo
+	h.dev = dev
+	addLocalHome(h)
 	h.log.Debug().Uint64("epoch", epoch).Int("journal", cfg.JournalSlots).Int("slot", cfg.SlotSize).Msg("ring: home registered")
 	return h, nil
 }
@@ -104,7 +107,10 @@ func (h *Home) Counter() uint64 {
 
 // Close deregisters the home. Idempotent.
 func (h *Home) Close() error {
-	h.once.Do(func() { h.err = h.mr.Close() })
+	h.once.Do(func() {
+		dropLocalHome(h)
+		h.err = h.mr.Close()
+	})
 	return h.err
 }
 

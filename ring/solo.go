@@ -2,6 +2,7 @@ package ring
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tickbus/tickbus/internal/membarrier"
@@ -63,11 +64,54 @@ type soloState struct {
 	_     [LineSize - 24]byte
 }
 
+// localHomes are the homes of this process, by descriptor, so that every
+// writer made here on one of them is seen (armSolo).
+var localHomes struct {
+	sync.Mutex
+	m map[HomeDesc]*Home
+}
+
+func addLocalHome(h *Home) {
+	localHomes.Lock()
+	defer localHomes.Unlock()
+	if localHomes.m == nil {
+		localHomes.m = make(map[HomeDesc]*Home)
+	}
+	localHomes.m[h.desc] = h
+}
+
+func dropLocalHome(h *Home) {
+	localHomes.Lock()
+	defer localHomes.Unlock()
+	if localHomes.m[h.desc] == h {
+		delete(localHomes.m, h.desc)
+	}
+}
+
+func localHome(d HomeDesc) *Home {
+	localHomes.Lock()
+	defer localHomes.Unlock()
+	return localHomes.m[d]
+}
+
 // armSolo makes w the home's solo writer if it can be: the first writer
-// to ask, on the direct path, where membarrier works, before any Share.
-// Before w is shared.
-func (w *Writer) armSolo(h *Home) {
-	if h == nil || w.dctr == nil || h.desc != w.homeDesc || !membarrier.Available() {
+// to ask (solo is w's SoloHome), on the direct path, where membarrier
+// works, before any Share. Any other writer made on the home's own device
+// Shares it first: a solo writer's tail goes back before another claims
+// beside it. (Writers on other devices, other processes' above all, reach
+// the home through its owner, which Shares before it grants them the
+// counter.) Before w is shared.
+func (w *Writer) armSolo(solo *Home) {
+	h := localHome(w.homeDesc)
+	if h == nil || h.dev != w.dev {
+		return
+	}
+	if solo != h {
+		h.Share()
+		return
+	}
+	if w.dctr == nil || !membarrier.Available() {
+		h.Share() // claims go the shared way: once shared, a home stays so
 		return
 	}
 	s := &h.solo

@@ -97,10 +97,11 @@ type WriterConfig struct {
 	// writer is its only publisher: the writer then reserves runs of
 	// sequences ahead and claims within them with plain loads and stores
 	// instead of a locked CAS/FAA per claim (solo.go), until
-	// SoloHome.Share, which the home must call before it grants its
-	// counter to any other publisher. Used only on the direct path where
-	// membarrier(2) works; ignored otherwise, or if Home is not
-	// SoloHome's descriptor.
+	// SoloHome.Share, which the home's owner must call before it grants
+	// its counter to a publisher of another process (a writer made in
+	// this process on the same home Shares it itself). Used only on the
+	// direct path where membarrier(2) works, for the first writer of the
+	// home; ignored otherwise, or if Home is not SoloHome's descriptor.
 	SoloHome *Home
 	// OnTargetDropped, if set, is called (on the publishing goroutine) when
 	// a target's QP fails and the writer drops it.
