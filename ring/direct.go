@@ -187,18 +187,33 @@ func (w *Writer) allDirect(ts []*target) bool {
 	return true
 }
 
-// directDeliver writes one tick (hdr: its header after the stamp) straight
-// into the journal and every target of tl (all mapped), with no staging
-// copy: the direct Publish. Reliable targets have room (the caller checked).
-func (w *Writer) directDeliver(tl *targetList, seq uint64, hdr, payload []byte) {
+// directDeliver writes one tick (img: its slot after the stamp, header
+// and payload, assembled once) straight into the journal and every target
+// of tl (all mapped): per target one copy and the stamps, the direct
+// Publish. Reliable targets have room (the caller checked).
+func (w *Writer) directDeliver(tl *targetList, seq uint64, img []byte) {
 	if j := w.journal; j != nil && !j.dropped && w.directLive(j) {
-		directPut(j, seq, hdr, payload)
+		directPutImg(j, seq, img)
 	}
 	for _, t := range tl.all {
 		if !t.dropped && w.directLive(t) {
-			directPut(t, seq, hdr, payload)
+			directPutImg(t, seq, img)
 		}
 	}
+}
+
+// directPutImg writes a tick into t's mapped slot for seq: (lossy:
+// StampBusy,) img (the slot after its stamp), stamp; each stamp a release
+// store.
+func directPutImg(t *target, seq uint64, img []byte) {
+	off := (seq & t.mask) * t.slotSize
+	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
+	stamp := (*uint64)(unsafe.Pointer(&s[0]))
+	if t.lossy {
+		release.Store64(stamp, StampBusy)
+	}
+	copy(s[offBody:], img)
+	release.Store64(stamp, seq)
 }
 
 // directBatch is directDeliver for the consecutive sequences first.. of

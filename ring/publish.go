@@ -47,8 +47,10 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 		return 0, err
 	}
 	if tl.direct && (tl.reliable == 0 || w.roomFor(tl, seq)) {
-		putBody(w.hdrs, seq, publishNs, uint32(len(payload)), typ, 0, w.pub)
-		w.directDeliver(tl, seq, w.hdrs, payload)
+		img := w.img[: hdrLen+len(payload) : hdrLen+len(payload)]
+		putBody(img, seq, publishNs, uint32(len(payload)), typ, 0, w.pub)
+		copy(img[hdrLen:], payload)
+		w.directDeliver(tl, seq, img)
 		addOwn(&w.stats.published, 1)
 		return seq, nil
 	}

@@ -359,6 +359,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	w.armSolo(cfg.SoloHome)
 	w.direct = !cfg.Generic
 	w.hdrs = make([]byte, hdrLen*(cfg.MaxBatch+1))
+	w.img = make([]byte, hdrLen+cfg.MaxPayload)
 	w.targets.Store(&targetList{cqs: []rdma.CompletionQueue{cfg.CQ}, direct: w.allDirect(nil)}) // pairs with the Load in begin and reap
 	w.log.Debug().Uint32("publisher", w.pub).Stringer("claim", cfg.Claim).Msg("ring: writer ready")
 	return w, nil
