@@ -73,6 +73,15 @@
 // same code. A target whose QP leaves RTS or whose ring is withdrawn is
 // dropped at its next publish, as on an error completion.
 //
+// A home's lone writer in the home's own process (WriterConfig.SoloHome)
+// goes further (solo.go, go-disruptor's single-producer sequencer): it
+// reserves runs of sequences with one CAS each and hands them out with
+// plain stores, publishing its next sequence in the home region's solo
+// word, which readers READ before the counter. Home.Share ends it for
+// good before the home grants its counter to anyone else: a membarrier
+// handshake stops the writer between claims and the run's unused tail goes
+// back, so no sequence is doubled or left a hole.
+//
 // PublishAt(seq) is A/B line arbitration: a CAS seq→seq+1 that only the
 // first line wins; the other gets ErrLost and writes nothing.
 //
