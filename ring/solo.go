@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/tickbus/tickbus/internal/membarrier"
-	"github.com/tickbus/tickbus/internal/release"
 )
 
 // Solo claims: a single-writer sequencer (go-disruptor's
@@ -57,8 +56,8 @@ const soloBusy = 1 << 63
 // who READ the counter for gap detection READ it too (journal.go).
 type soloState struct {
 	_     [LineSize]byte
-	next  *atomic.Uint64 // the home's solo word: the writer's next sequence, |soloBusy during a claim (release.Store64); Share loads; 0 when no solo writer
-	end   atomic.Uint64  // writer: the run's end, as the counter holds it (release.Store64); Share loads
+	next  *atomic.Uint64 // the home's solo word: the writer's next sequence, |soloBusy during a claim (soloStore); Share loads; 0 when no solo writer
+	end   atomic.Uint64  // writer: the run's end, as the counter holds it (soloStore); Share loads
 	req   atomic.Uint32  // Share: 1 once the home shares its counter; the writer loads per claim
 	armed atomic.Bool    // a writer took solo mode (NewWriter), once in the home's life
 	_     [LineSize - 24]byte
@@ -138,9 +137,9 @@ func (w *Writer) armSolo(solo *Home) {
 func (w *Writer) soloClaim(n uint64) (first uint64, ok bool) {
 	s := &w.soloHome.solo
 	c := w.cached
-	release.Store64(word(s.next), c|soloBusy) // pairs with Share's Load after its membarrier
-	if s.req.Load() != 0 {                    // pairs with Share's Swap
-		release.Store64(word(s.next), c)
+	soloStore(word(s.next), c|soloBusy) // pairs with Share's Load after its membarrier
+	if s.req.Load() != 0 {              // pairs with Share's Swap
+		soloStore(word(s.next), c)
 		w.soloOn = false
 		// Wait for Share to give the tail back: a shared claim before
 		// that would take the run's end and leave the tail a hole.
@@ -163,10 +162,10 @@ func (w *Writer) soloClaim(n uint64) (first uint64, ok bool) {
 			return w.soloLost(c)
 		}
 		w.runEnd += k
-		release.Store64(word(&s.end), w.runEnd) // before next drops soloBusy: Share reads both after
+		soloStore(word(&s.end), w.runEnd) // before next drops soloBusy: Share reads both after
 	}
 	w.cached = c + n
-	release.Store64(word(s.next), c+n) // pairs with Share's Load
+	soloStore(word(s.next), c+n) // pairs with Share's Load
 	return c, true
 }
 
@@ -180,8 +179,8 @@ func (w *Writer) soloLost(c uint64) (uint64, bool) {
 	if v := atomic.LoadUint64(w.dctr); v < FenceAdd && w.runEnd > c {
 		w.stats.skipped.Add(w.runEnd - c)
 	}
-	release.Store64(word(&s.end), 0)
-	release.Store64(word(s.next), 0) // no run: Share has nothing to give back, readers READ the counter alone
+	soloStore(word(&s.end), 0)
+	soloStore(word(s.next), 0) // no run: Share has nothing to give back, readers READ the counter alone
 	w.soloOn = false
 	return 0, false
 }
