@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/tickbus/tickbus/internal/release"
 	"github.com/tickbus/tickbus/rdma"
 )
 
@@ -21,8 +20,8 @@ import (
 //     stops it as it stops every claim;
 //   - the write, per target, is (lossy: a release store of StampBusy,) a
 //     copy of the body from the staging image, then a release store of the
-//     stamp (internal/release.Store64): the order the shm provider keeps
-//     for the same WRITEs.
+//     stamp (stampStore: a plain MOV on amd64, solostore_amd64.go): the
+//     order the shm provider keeps for the same WRITEs.
 //
 // A mapping stays valid until the writer releases it, whatever the peer or
 // the QP does (the provider holds it for the DirectMap). Before each
@@ -152,12 +151,12 @@ func (w *Writer) directSlot(t *target, i int) {
 	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
 	stamp := (*uint64)(unsafe.Pointer(&s[0]))
 	if t.lossy {
-		release.Store64(stamp, StampBusy)
+		stampStore(stamp, StampBusy)
 	}
 	n := uint64(w.batchLens[i])
 	img := w.stgImages + w.batchOffs[i]*w.stgSlot + offBody
 	copy(s[offBody:offBody+n], w.stg[img:img+int(n)])
-	release.Store64(stamp, seq)
+	stampStore(stamp, seq)
 }
 
 // releaseRetired releases the mappings of removed targets. Publishing
@@ -210,10 +209,10 @@ func directPutImg(t *target, seq uint64, img []byte) {
 	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
 	stamp := (*uint64)(unsafe.Pointer(&s[0]))
 	if t.lossy {
-		release.Store64(stamp, StampBusy)
+		stampStore(stamp, StampBusy)
 	}
 	copy(s[offBody:], img)
-	release.Store64(stamp, seq)
+	stampStore(stamp, seq)
 }
 
 // directBatch is directDeliver for the consecutive sequences first.. of
@@ -245,9 +244,9 @@ func directPut(t *target, seq uint64, hdr, payload []byte) {
 	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
 	stamp := (*uint64)(unsafe.Pointer(&s[0]))
 	if t.lossy {
-		release.Store64(stamp, StampBusy)
+		stampStore(stamp, StampBusy)
 	}
 	copy(s[offBody:SlotHeaderSize], hdr[:hdrLen])
 	copy(s[SlotHeaderSize:], payload)
-	release.Store64(stamp, seq)
+	stampStore(stamp, seq)
 }
