@@ -93,14 +93,14 @@ func (q *queuePair) GrantRange(mr rdma.MemoryRegion, off, n int, access rdma.Acc
 	if err := rdma.CheckGrantRange(len(r.mem), off, n); err != nil {
 		return rdma.RemoteRegion{}, err
 	}
-	if !q.dev.caps.GrantPerQP {
-		return rdma.RemoteRegion{}, fmt.Errorf("%w: verbs device %s has no type 2B memory windows; every QP of its protection domain reaches every remote region", rdma.ErrNotSupported, q.dev.cfg.Device)
-	}
 	q.dev.mu.Lock()
 	_, live := q.dev.regions[r]
 	q.dev.mu.Unlock()
 	if !live {
 		return rdma.RemoteRegion{}, fmt.Errorf("%w: region of %d bytes is closed", rdma.ErrGrant, len(r.mem))
+	}
+	if !q.dev.caps.GrantPerQP {
+		return rdma.RemoteRegion{}, fmt.Errorf("%w: verbs device %s has no type 2B memory windows; every QP of its protection domain reaches every remote region", rdma.ErrNotSupported, q.dev.cfg.Device)
 	}
 	q.grantMu.Lock()
 	defer q.grantMu.Unlock()
@@ -166,8 +166,8 @@ func (q *queuePair) bindQueued() error {
 	return nil
 }
 
-// closeWindows deallocates q's windows (after q is destroyed: a window
-// bound to a QP is invalidated with it).
+// closeWindows deallocates q's windows (q is in ERR; Close destroys it
+// next): their rkeys stop working.
 func (q *queuePair) closeWindows() error {
 	q.grantMu.Lock()
 	defer q.grantMu.Unlock()

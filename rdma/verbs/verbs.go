@@ -706,10 +706,10 @@ func (q *queuePair) Close() error {
 		q.dev.mu.Lock()
 		delete(q.dev.qps, q)
 		q.dev.mu.Unlock()
+		q.err = q.closeWindows() // before the QP they are bound to
 		if rc := C.ibv_destroy_qp(q.qp); rc != 0 {
-			q.err = fmt.Errorf("verbs: destroy qp %d: %w", q.Num(), syscall.Errno(rc))
+			q.err = errors.Join(q.err, fmt.Errorf("verbs: destroy qp %d: %w", q.Num(), syscall.Errno(rc)))
 		}
-		q.err = errors.Join(q.err, q.closeWindows())
 	})
 	return q.err
 }
