@@ -16,14 +16,14 @@ static uint32_t tb_next_rkey(struct ibv_mw *mw) { return ibv_inc_rkey(mw->rkey);
 
 // tb_bind_mw2 posts an IBV_WR_BIND_MW on qp that binds the type 2 window
 // mw to the len bytes at addr of mr with the remote rights access, under
-// rkey. Unsignalled unless the QP signals everything: it completes only on
-// error.
+// rkey, signalled: waitBinds waits for its completion.
 static int tb_bind_mw2(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mw *mw, struct ibv_mr *mr,
 		uint64_t addr, uint64_t len, unsigned access, uint32_t rkey) {
 	struct ibv_send_wr wr, *bad = NULL;
 	memset(&wr, 0, sizeof wr);
 	wr.wr_id = wr_id;
 	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
 	wr.bind_mw.mw = mw;
 	wr.bind_mw.rkey = rkey;
 	wr.bind_mw.bind_info.mr = mr;
@@ -38,15 +38,17 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"syscall"
+	"time"
 
 	"github.com/tickbus/tickbus/rdma"
 )
 
 // bindWRID is the work request id of every IBV_WR_BIND_MW this provider
-// posts. A bind completes only on error (or on a SignalAll QP): Poll drops
-// its successful completions, and hands a failed one up with this id (the
-// QP is in ERR by then).
+// posts. waitBinds reaps their completions; should Poll meet one, it drops
+// a successful one and hands a failed one up with this id (the QP is in
+// ERR by then).
 const bindWRID = 0xb1d0_0000_0000_0000 | 0x77
 
 // window is a type 2 memory window bound (or to be bound, at Connect) to
@@ -73,11 +75,13 @@ func (q *queuePair) Grant(mr rdma.MemoryRegion, access rdma.Access) (rdma.Remote
 
 // GrantRange allocates a type 2 memory window (ibv_alloc_mw) and binds it
 // to q over n bytes at off of mr with access, by an IBV_WR_BIND_MW on q's
-// send queue: at once if q is in RTS, else at the end of Connect. The
-// returned RemoteRegion carries the window's rkey (chosen now, so a grant
-// before Connect returns it too), which works on q alone, once the NIC
-// executed the bind: a bind that fails completes with bindWRID and moves q
-// to ERR.
+// send queue: at once if q is in RTS, else at the end of Connect, which
+// then waits until the NIC completed the bind (polling q's send CQ, so
+// nobody else may poll that CQ during a Grant after Connect, or during a
+// Connect with grants queued; other completions it meets are kept for the
+// CQ's next Poll). The returned RemoteRegion carries the window's rkey
+// (chosen now, so a grant before Connect returns it too), which works on q
+// alone.
 //
 // A later grant of the same range with more rights binds another window
 // (the earlier rkey keeps its rights); another range of a region q holds
@@ -127,7 +131,11 @@ func (q *queuePair) GrantRange(mr rdma.MemoryRegion, off, n int, access rdma.Acc
 	}
 	w := &window{r: r, mw: mw, off: uint64(off), n: uint64(n), access: have | access, rkey: uint32(C.tb_next_rkey(mw))}
 	if q.connected {
-		if err := q.bind(w); err != nil {
+		err := q.bind(w)
+		if err == nil {
+			err = q.waitBinds(1)
+		}
+		if err != nil {
 			C.tb_dealloc_mw(mw)
 			return rdma.RemoteRegion{}, err
 		}
@@ -156,14 +164,52 @@ func (q *queuePair) bindQueued() error {
 	q.grantMu.Lock()
 	defer q.grantMu.Unlock()
 	q.connected = true
+	n := 0
 	for _, w := range q.windows {
 		if !w.bound {
 			if err := q.bind(w); err != nil {
 				return err
 			}
+			n++
 		}
 	}
-	return nil
+	return q.waitBinds(n)
+}
+
+// bindTimeout bounds waitBinds: a bind is a local operation of the NIC.
+const bindTimeout = 5 * time.Second
+
+// waitBinds polls q's send CQ until n of q's binds completed; the first
+// that failed is the error. Completions of other requests are stashed for
+// the CQ's next Poll. Caller holds q.grantMu.
+func (q *queuePair) waitBinds(n int) error {
+	c := q.cfg.SendCQ.(*completionQueue)
+	deadline := time.Now().Add(bindTimeout)
+	var failed error
+	for n > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("verbs: QP %d: %d memory window binds not completed after %v", q.Num(), n, bindTimeout)
+		}
+		got := c.pollRaw()
+		if got < 0 {
+			return fmt.Errorf("verbs: QP %d: ibv_poll_cq failed waiting for memory window binds", q.Num())
+		}
+		for i := 0; i < got; i++ {
+			w := &c.wc[i]
+			if uint64(w.wr_id) != bindWRID || uint32(w.qp_num) != q.Num() {
+				c.stash = append(c.stash, c.convert(w))
+				continue
+			}
+			n--
+			if st := c.convert(w).Status; st != rdma.StatusSuccess && failed == nil {
+				failed = fmt.Errorf("verbs: bind memory window on QP %d: %w", q.Num(), st.Err())
+			}
+		}
+		if got == 0 {
+			runtime.Gosched()
+		}
+	}
+	return failed
 }
 
 // closeWindows deallocates q's windows (q is in ERR; Close destroys it

@@ -448,6 +448,9 @@ type completionQueue struct {
 	once sync.Once
 	err  error
 	shut atomic.Bool
+	// stash holds the completions of other requests that waitBinds
+	// polled; Poll returns them first. The poller's, as wc.
+	stash []rdma.Completion
 }
 
 // statusOf and opcodeOf are arrays, not maps: Poll indexes them per completion.
@@ -479,6 +482,11 @@ func (c *completionQueue) Poll(buf []rdma.Completion) int {
 	if len(buf) == 0 || c.shut.Load() {
 		return 0
 	}
+	if len(c.stash) > 0 { // completions a bind wait polled (grant.go)
+		k := copy(buf, c.stash)
+		c.stash = c.stash[k:]
+		return k
+	}
 	n := int(C.tb_poll(c.cq, C.int(min(len(buf), len(c.wc))), &c.wc[0]))
 	j := 0
 	for i := 0; i < n; i++ {
@@ -486,19 +494,27 @@ func (c *completionQueue) Poll(buf []rdma.Completion) int {
 		if uint64(w.wr_id) == bindWRID && uint32(w.status) == C.IBV_WC_SUCCESS {
 			continue // a memory window bound (grant.go): not the caller's
 		}
-		st := rdma.StatusFatal
-		if s := uint32(w.status); s < uint32(len(statusOf)) && (s == C.IBV_WC_SUCCESS || statusOf[s] != rdma.StatusSuccess) {
-			st = statusOf[s]
-		}
-		op := rdma.Opcode(0)
-		if o := uint32(w.opcode); o < uint32(len(opcodeOf)) {
-			op = opcodeOf[o]
-		}
-		buf[j] = rdma.Completion{ID: uint64(w.wr_id), Status: st, Op: op,
-			QPN: uint32(w.qp_num), Bytes: uint32(w.byte_len), Imm: uint32(w.imm)}
+		buf[j] = c.convert(w)
 		j++
 	}
 	return j
+}
+
+// pollRaw polls up to len(c.wc) completions into c.wc.
+func (c *completionQueue) pollRaw() int { return int(C.tb_poll(c.cq, C.int(len(c.wc)), &c.wc[0])) }
+
+// convert is the rdma.Completion of w.
+func (c *completionQueue) convert(w *C.tb_wc) rdma.Completion {
+	st := rdma.StatusFatal
+	if s := uint32(w.status); s < uint32(len(statusOf)) && (s == C.IBV_WC_SUCCESS || statusOf[s] != rdma.StatusSuccess) {
+		st = statusOf[s]
+	}
+	op := rdma.Opcode(0)
+	if o := uint32(w.opcode); o < uint32(len(opcodeOf)) {
+		op = opcodeOf[o]
+	}
+	return rdma.Completion{ID: uint64(w.wr_id), Status: st, Op: op,
+		QPN: uint32(w.qp_num), Bytes: uint32(w.byte_len), Imm: uint32(w.imm)}
 }
 
 func (c *completionQueue) Close() error {
