@@ -445,12 +445,9 @@ func (w *Writer) AddTarget(t Target) (CreditDesc, error) {
 			closeDirect(nt)
 			return CreditDesc{}, fmt.Errorf("%w: %d in use", ErrNoCreditCell, w.maxTargets())
 		}
-		// The subscriber writes its position over t.QP: give its peer
-		// the credit cells (all of them: one region; see SECURITY.md).
-		if err := Grant(t.QP, regs.credits, rdma.AccessRemoteWrite); err != nil {
-			closeDirect(nt)
-			return CreditDesc{}, err
-		}
+		// t.QP's peer gets no credit cell: the subscriber writes its
+		// position over a queue pair of its own, granted its cell only
+		// (GrantCredit).
 		nt.cellIdx = w.cellsFree[len(w.cellsFree)-1]
 		w.cellsFree = w.cellsFree[:len(w.cellsFree)-1]
 		nt.cell = at[creditCell](w.cellsMem, nt.cellIdx*CreditCellSize)
