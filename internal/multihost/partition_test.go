@@ -9,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/tickbus/tickbus/link"
 )
 
 // The partition tests' timings. Nothing here is asserted as a duration;
@@ -160,14 +158,14 @@ func partition(t *testing.T, down, hb time.Duration) {
 		during(pubNs), during(bNs), during(cNs), cAfter, eventSummary(rc.events))
 
 	// Not stalled for the partition: between the end of the writer's wait
-	// for C and the link's return the publisher published, and B received,
-	// more ticks than C's send queue holds. A publisher that waited for C
-	// until the link came back could have published no more than that
-	// (the ticks it wrote before C's send queue filled). No rate is
-	// assumed: a loaded CI host has been seen to let the publisher catch
-	// up at a few hundred ticks a second.
-	v.check(assert.Greater(t, afterWait(pubNs), link.Writer.SendDepth, "the publisher kept publishing during the partition"), "the publisher kept publishing during the partition")
-	v.check(assert.Greater(t, afterWait(bNs), link.Writer.SendDepth, "host B kept receiving during the partition"), "host B kept receiving during the partition")
+	// for C and the link's return the publisher published, and B received.
+	// A publisher that waited for C until the link came back published
+	// nothing then: what it wrote while C was cut off went out before C's
+	// send queue filled, before its wait began. No rate is assumed: at a
+	// load of 50 on 2 cores the publisher was seen to catch up at under
+	// 100 ticks a second.
+	v.check(assert.Positive(t, afterWait(pubNs), "the publisher kept publishing during the partition"), "the publisher kept publishing during the partition")
+	v.check(assert.Positive(t, afterWait(bNs), "host B kept receiving during the partition"), "host B kept receiving during the partition")
 
 	v.check(assert.Equal(t, "0", got["host-b"]["lost"], "host B lost nothing"), "host B lost nothing")
 	lostB, err := accounted("host-b", rb, 1, ticks)
