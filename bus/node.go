@@ -2,10 +2,8 @@ package bus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,11 +61,6 @@ type Node struct {
 	pending   map[string]bool                      // "topic/id" of Publish calls resolving their home
 	closeOnce sync.Once
 	closeErr  error // set once by close
-}
-
-type peer struct {
-	info     PeerInfo
-	lastSeen time.Time
 }
 
 // Open starts a node: the embedded server (without URLs), the NATS
@@ -177,156 +170,9 @@ func (n *Node) ServerURL() string {
 // Connected reports whether the NATS connection is up now.
 func (n *Node) Connected() bool { return n.connected.Load() }
 
-// Peers lists the live peers (not this node), sorted by id.
-func (n *Node) Peers() []PeerInfo {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make([]PeerInfo, 0, len(n.peers))
-	for _, p := range n.peers {
-		out = append(out, p.info)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-// Close withdraws every publication and subscription, says goodbye (peers
-// drop this node at once), stops the micro service, closes the connection
-// and stops the embedded server. Idempotent; concurrent calls wait for the
-// first.
-func (n *Node) Close() error {
-	n.closeOnce.Do(func() { n.closeErr = n.close() })
-	return n.closeErr
-}
-
-func (n *Node) close() error {
-	n.mu.Lock()
-	n.closed = true // from now on Publish, Subscribe and connects to us fail
-	var pubs []*Publication
-	var subs []*Subscription
-	for _, m := range n.localPubs {
-		for _, p := range m {
-			pubs = append(pubs, p)
-		}
-	}
-	for _, m := range n.localSubs {
-		for _, s := range m {
-			subs = append(subs, s)
-		}
-	}
-	n.mu.Unlock()
-	var errs []error
-	for _, p := range pubs {
-		errs = append(errs, p.Close())
-	}
-	for _, s := range subs {
-		errs = append(errs, s.Close())
-	}
-	n.publish(n.subject("d", kindBye), &wireMsg{Kind: kindBye})
-	n.cancel()
-	if err := n.svc.Stop(); err != nil && n.connected.Load() {
-		errs = append(errs, fmt.Errorf("bus: stop micro service: %w", err))
-	}
-	if err := n.nc.FlushTimeout(n.cfg.RequestTimeout); err != nil && n.connected.Load() {
-		errs = append(errs, fmt.Errorf("bus: flush goodbye: %w", err))
-	}
-	n.nc.Close()
-	n.connected.Store(false)
-	n.wg.Wait()
-	n.events.close()
-	if n.srv != nil {
-		n.srv.Shutdown()
-		n.srv.WaitForShutdown()
-		if err := os.RemoveAll(n.srvDir); err != nil {
-			errs = append(errs, fmt.Errorf("bus: remove the embedded JetStream store: %w", err))
-		}
-	}
-	n.log.Info().Msg("bus: node closed")
-	return errors.Join(errs...)
-}
-
-// subject joins the prefix and tokens with dots.
-func (n *Node) subject(tokens ...string) string {
-	s := n.cfg.Prefix
-	for _, t := range tokens {
-		s += "." + t
-	}
-	return s
-}
-
-// publish stamps w with this node and publishes it; errors are logged (the
-// connection buffers while reconnecting).
-func (n *Node) publish(subj string, w *wireMsg) {
-	b, err := n.seal(subj, w)
-	if err == nil {
-		err = n.nc.Publish(subj, b)
-	}
-	if err != nil {
-		if ok, held := n.limiter.allow("publish/"+w.Kind, time.Now()); ok {
-			n.log.Warn().Err(err).Str("subject", subj).Int("suppressed", held).Msg("bus: publish failed")
-		}
-	}
-}
-
-func (n *Node) heartbeat() {
-	n.counters.heartbeatsSent.Add(1)
-	n.publish(n.subject("d", kindHeartbeat), &wireMsg{Kind: kindHeartbeat})
-}
-
-// heartbeatLoop sends heartbeats and ages out silent peers. While the
-// connection is down nobody can hear anybody, so ageing pauses; after a
-// reconnect every peer gets a fresh timeout.
-func (n *Node) heartbeatLoop() {
-	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !n.connected.Load() {
-			continue
-		}
-		n.heartbeat()
-		now := time.Now()
-		n.mu.Lock()
-		for _, p := range n.peers {
-			if now.Sub(p.lastSeen) > n.cfg.HeartbeatTimeout {
-				n.peerDownLocked(p, ErrPeerLost)
-			}
-		}
-		n.mu.Unlock()
-	}
-}
-
-// badInput counts and logs (rate-limited per subject kind and class, and
-// per peer for a security refusal) a message that was ignored.
-func (n *Node) badInput(kind string, err error) {
-	n.counters.ignore(kind)
-	class := errClass(err)
-	key, peer := kind+"/"+class, ""
-	if r := (*refusal)(nil); errors.As(err, &r) {
-		n.counters.reject(kind)
-		key, peer = key+"/"+r.peer, r.peer
-	}
-	if ok, held := n.limiter.allow(key, time.Now()); ok {
-		n.log.Warn().Str("kind", kind).Str("class", class).Str("peer", peer).Int("suppressed", held).
-			Err(err).Msg("bus: ignored bad message")
-	}
-}
-
 func (n *Node) checkOpen() error {
 	if n.closed {
 		return ErrClosed
 	}
 	return nil
-}
-
-// flush waits until the server has processed what was sent, bounded by ctx
-// and RequestTimeout.
-func (n *Node) flush(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
-	defer cancel()
-	return n.nc.FlushWithContext(ctx)
 }

@@ -223,54 +223,13 @@ type devRegs struct {
 // may be called from others; Close once publishing has stopped.
 type Writer struct {
 	_ [LineSize]byte
-	// Publishing goroutine only.
-	cq         rdma.CompletionQueue
-	homeQP     rdma.QueuePair
-	homeQPN    uint32
-	counter    rdma.RemoteAddr
-	cached     uint64 // the counter as last seen: the next CAS's compare
-	faa        bool
-	pub        uint32
-	maxPayload int
-	maxBatch   int
-	stg        []byte // staging memory: result, BUSY, slots
-	stgAddr    uint64
-	stgSlot    int
-	stgN       uint64
-	stgIdx     uint64
-	signal     uint32
-	journal    *target
-	seen       *targetList
-	limit      uint64 // min over seen's reliable targets of position+slots
-	wr         rdma.WorkRequest
-	chain      []rdma.WorkRequest // the WRITEs of one target, posted as one chain
-	nchain     int
-	comps      [32]rdma.Completion
-	claimDone  bool
-	claimOK    bool
-	broken     error
-	idle       rdma.IdleStrategy
-	timeoutNs  int64
-	arbNs      int64
-	onDrop     func(uint64, error)
-	deadline   int64
-	batchOffs  []int
-	batchLens  []uint32
-	batchSeqs  []uint64
-	stgImages  int    // offset of staging slot 0's image
-	bulk       bool   // runs of slots may go in one WRITE (device's MaxMsgSize allows it)
-	lkey       uint32 // staging lkey on WriterConfig.Device
-	claimID    uint64
-	pending    int // signalled WRITEs not yet reaped
-	skipBuf    [8]byte
-	sweep      bool // dropped targets wait for the lock to be removed
-	flushWant  int  // Flush: READs posted
-	flushGot   int  // Flush: READs completed
-	flushErr   error
-	dctr       *uint64        // the mapped home counter (direct.go), or nil: claims through homeQP
-	dhome      rdma.DirectMap // dctr's mapping
-	hdrs       []byte         // direct publishes: each tick's header after the stamp (hdrLen bytes)
-	_          [LineSize]byte
+	// Publishing goroutine only, by role.
+	claimer
+	waiter
+	staging
+	poster
+	flow
+	_ [LineSize]byte
 
 	targets atomic.Pointer[targetList]
 	stats   writerStats
@@ -341,29 +300,24 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	}
 	stgSlot := (SlotHeaderSize + cfg.MaxPayload + 63) &^ 63
 	w := &Writer{
-		cq: cfg.CQ, homeQP: cfg.HomeQP, homeQPN: cfg.HomeQP.Num(),
-		counter:    rdma.RemoteAddr{Addr: cfg.Home.CounterAddr(), RKey: cfg.Home.Region.RKey},
-		cached:     cfg.Home.Start,
-		faa:        cfg.Claim == ClaimFAA,
-		pub:        cfg.PublisherID,
-		maxPayload: cfg.MaxPayload,
-		maxBatch:   cfg.MaxBatch,
-		stgSlot:    stgSlot,
-		stgN:       uint64(pow2Ceil(cfg.StagingSlots)),
-		signal:     uint32(cfg.SignalEvery),
-		idle:       cfg.Idle,
-		timeoutNs:  int64(cfg.Timeout),
-		arbNs:      int64(cfg.ArbitrationWindow),
-		onDrop:     cfg.OnTargetDropped,
-		batchOffs:  make([]int, cfg.MaxBatch+1),
-		batchLens:  make([]uint32, cfg.MaxBatch+1),
-		batchSeqs:  make([]uint64, cfg.MaxBatch+1),
-		chain:      make([]rdma.WorkRequest, 3*(cfg.MaxBatch+1)),
-		dev:        cfg.Device,
-		regs:       make(map[rdma.Device]*devRegs),
-		nCells:     cfg.MaxTargets,
-		epoch:      newEpoch(),
-		log:        cfg.Logger,
+		claimer: claimer{homeQP: cfg.HomeQP, homeQPN: cfg.HomeQP.Num(),
+			counter: rdma.RemoteAddr{Addr: cfg.Home.CounterAddr(), RKey: cfg.Home.Region.RKey},
+			cached:  cfg.Home.Start,
+			faa:     cfg.Claim == ClaimFAA},
+		waiter: waiter{idle: cfg.Idle, timeoutNs: int64(cfg.Timeout), arbNs: int64(cfg.ArbitrationWindow)},
+		staging: staging{pub: cfg.PublisherID, maxPayload: cfg.MaxPayload, maxBatch: cfg.MaxBatch,
+			stgSlot:   stgSlot,
+			stgN:      uint64(pow2Ceil(cfg.StagingSlots)),
+			batchOffs: make([]int, cfg.MaxBatch+1),
+			batchLens: make([]uint32, cfg.MaxBatch+1),
+			batchSeqs: make([]uint64, cfg.MaxBatch+1)},
+		poster: poster{cq: cfg.CQ, signal: uint32(cfg.SignalEvery), onDrop: cfg.OnTargetDropped,
+			chain: make([]rdma.WorkRequest, 3*(cfg.MaxBatch+1))},
+		dev:    cfg.Device,
+		regs:   make(map[rdma.Device]*devRegs),
+		nCells: cfg.MaxTargets,
+		epoch:  newEpoch(),
+		log:    cfg.Logger,
 	}
 	w.fence.Store(^uint64(0)) // no limit until SetLimit (epoch.go)
 	if w.arbNs < 0 {

@@ -1,0 +1,76 @@
+package publisher
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tickbus/tickbus/ring"
+)
+
+// Close waits (up to the writer's timeout) for every posted write to land,
+// withdraws the publisher (if it is the topic's home, the home goes with
+// it), stops the writer and closes every queue pair. Do not call it while a
+// publish runs. Idempotent.
+func (p *Publisher) Close() error {
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		var errs []error
+		// Wait for what was posted to land before the QPs and the staging
+		// memory go: over tcp a backlog can take longer than the provider's
+		// linger, and the subscriber could not tell those ticks were lost.
+		if p.w != nil {
+			if err := p.w.Flush(); err != nil && !errors.Is(err, ring.ErrClosed) {
+				p.log.Warn().Err(err).Msg("publisher: flush before close: the last ticks may not have reached every subscriber")
+				errs = append(errs, fmt.Errorf("publisher: flush before close: %w", err))
+			}
+		}
+		p.mu.Lock()
+		desc := p.homeDesc
+		p.mu.Unlock()
+		p.fenceHome(desc) // claims still racing to our counter are refused, not lost
+		errs = append(errs, p.pub.Close())
+		p.mu.Lock()
+		targets := p.targets
+		p.targets = map[string]*target{}
+		acc := p.homeAcc
+		p.homeAcc = nil
+		home := p.home
+		p.mu.Unlock()
+		if p.w != nil {
+			errs = append(errs, p.w.Close())
+		}
+		p.mu.Lock()
+		retired := p.retired
+		p.retired = nil
+		p.mu.Unlock()
+		for _, f := range retired {
+			errs = append(errs, f())
+		}
+		for _, t := range targets {
+			errs = append(errs, t.conn.close())
+		}
+		if p.homeQP != nil {
+			errs = append(errs, p.homeQP.Close())
+		}
+		for _, c := range acc {
+			errs = append(errs, c.close())
+		}
+		p.mu.Lock()
+		fence := p.fence
+		p.fence = conn{}
+		p.mu.Unlock()
+		errs = append(errs, fence.close())
+		if p.cq != nil {
+			errs = append(errs, p.cq.Close())
+		}
+		errs = append(errs, p.homeAlso.Close())
+		if home != nil {
+			errs = append(errs, home.Close())
+		}
+		p.closeErr = errors.Join(errs...)
+		p.log.Info().Msg("publisher: closed")
+	})
+	return p.closeErr
+}

@@ -1,0 +1,108 @@
+package publisher
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
+)
+
+// newHome makes the topic's sequencer here, its counter at start (above
+// every sequence an earlier home handed out). A home of an earlier epoch
+// held here is retired: closed at Close.
+func (p *Publisher) newHome(ctx context.Context, topic string, start uint64) ([]byte, error) {
+	h, err := ring.NewHome(p.dev, ring.HomeConfig{JournalSlots: p.cfg.JournalSlots, SlotSize: p.cfg.SlotSize, Start: start, Logger: p.cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	desc, err := h.Desc().MarshalBinary()
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	// A queue pair of our own to the counter, to fence it (FenceCounter)
+	// when the lease is lost: any goroutine but the publishing one.
+	fence, peer, err := p.loopback(ctx)
+	if err != nil {
+		_ = h.Close()
+		return nil, fmt.Errorf("publisher: the home's fence queue pair: %w", err)
+	}
+	p.mu.Lock()
+	if old := p.home; old != nil {
+		p.retired = append(p.retired, old.Close)
+	}
+	// The old home's registrations on other devices describe the old
+	// home: a claimant over tcp must get this one's (i9t: the chaos test
+	// found New failing with "another home's descriptor").
+	p.retired = append(p.retired, p.homeAlso.Forget()...)
+	p.retired = append(p.retired, p.fence.close)
+	p.home, p.homeDesc, p.fence = h, desc, fence
+	p.homeAcc = append(p.homeAcc, peer)
+	p.mu.Unlock()
+	p.log.Info().Uint64("start", start).Msg("publisher: this node is the topic's home")
+	return desc, nil
+}
+
+// fenceHome stops our home (if desc is it) from granting claims: every
+// later claim, remote ones included, is refused by its writer's limit
+// check. Called when the lease is lost, before it can expire, and at Close.
+func (p *Publisher) fenceHome(desc []byte) {
+	p.mu.Lock()
+	h, fence := p.home, p.fence
+	mine := h != nil && fence.qp != nil && bytes.Equal(desc, p.homeDesc)
+	p.mu.Unlock()
+	if !mine {
+		return
+	}
+	before, err := ring.FenceCounter(p.dev, fence.qp, fence.cq, h.Desc(), time.Second)
+	if err != nil {
+		p.log.Warn().Err(err).Msg("publisher: could not fence the home's counter; claimants stop at its reservation")
+		return
+	}
+	p.log.Info().Uint64("counter", before).Msg("publisher: fenced the home's counter")
+}
+
+// acceptHome serves another publisher's connect to our home.
+func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
+	dev, mr, desc, err := p.homeDeviceFor(req.Endpoint.Provider)
+	if err != nil {
+		return bus.ConnectReply{}, err
+	}
+	c, err := newConn(dev)
+	if err != nil {
+		return bus.ConnectReply{}, err
+	}
+	// the peer reaches the home's region only: all of it for a publisher
+	// (claims and journal writes), reads for anyone else (a subscriber)
+	access := rdma.AccessRemoteRead
+	if p.node.Authorization().CanPublish(req.From.Key, p.cfg.Topic) {
+		access = rdma.AccessRemote
+	}
+	if err := ring.Grant(c.qp, mr, access); err != nil {
+		_ = c.close()
+		return bus.ConnectReply{}, err
+	}
+	if err := c.qp.Connect(ctx, req.Endpoint); err != nil {
+		_ = c.close()
+		return bus.ConnectReply{}, err
+	}
+	p.mu.Lock()
+	if p.closed || p.home == nil {
+		p.mu.Unlock()
+		_ = c.close()
+		return bus.ConnectReply{}, ErrClosed
+	}
+	p.homeAcc = append(p.homeAcc, c)
+	// The counter as read now: a subscriber joining a running topic starts
+	// its ring here (ring.Reader.StartAt).
+	var counter [8]byte
+	binary.LittleEndian.PutUint64(counter[:], p.home.Counter())
+	p.mu.Unlock()
+	p.log.Info().Str("peer", req.From.ID).Str("peer_host", req.From.HostID).Str("provider", dev.Provider()).Msg("publisher: connected to the home")
+	return bus.ConnectReply{Endpoint: c.qp.LocalEndpoint(), Region: desc, Data: counter[:]}, nil
+}

@@ -1,0 +1,143 @@
+package subscriber
+
+import (
+	"context"
+	"encoding/binary"
+	"time"
+
+	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/link"
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
+)
+
+type conn struct {
+	qp       rdma.QueuePair
+	cq       rdma.CompletionQueue
+	provider string
+	host     string // the publisher's host id
+}
+
+// accept serves a publisher's connect: a queue pair on the ring's device,
+// connected to the publisher's, and the ring's descriptor.
+func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
+	prov := req.Endpoint.Provider
+	dev, mr, desc, err := s.deviceFor(prov)
+	if err != nil {
+		return bus.ConnectReply{}, err
+	}
+	// the publisher's peer reaches the ring, nothing else of this device
+	lc, err := link.OpenConfined(dev, link.Responder)
+	if err == nil {
+		err = ring.Grant(lc.QP, mr, mr.Access()&rdma.AccessRemote)
+		if err != nil {
+			_ = lc.Close()
+		}
+	}
+	if err != nil {
+		return bus.ConnectReply{}, err
+	}
+	qp, cq := lc.QP, lc.CQ
+	if err := qp.Connect(ctx, req.Endpoint); err != nil {
+		_ = qp.Close()
+		_ = cq.Close()
+		return bus.ConnectReply{}, err
+	}
+	if s.h.joinedAt.Load() == 0 {
+		s.learnStart(ctx, req.From)
+		s.spawn(func() { s.unstick(req.From) })
+	}
+	key := req.From.ID + "/" + req.ID
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = qp.Close()
+		_ = cq.Close()
+		return bus.ConnectReply{}, ErrClosed
+	}
+	s.qps[key] = append(s.qps[key], conn{qp: qp, cq: cq, provider: prov, host: req.From.HostID})
+	s.used[prov] = true
+	s.mu.Unlock()
+	s.h.extend(s.cfg.JoinGrace)
+	if s.cfg.Mode == ring.Reliable && prov == s.dev.Provider() && len(req.Data) > 0 {
+		s.spawn(func() { s.attachCredit(req.From, string(req.Data)) }) // Data: the publisher's id
+	}
+	s.log.Info().Str("publisher", key).Str("provider", prov).Str("publisher_host", req.From.HostID).Msg("subscriber: publisher connected")
+	return bus.ConnectReply{Endpoint: qp.LocalEndpoint(), Region: desc}, nil
+}
+
+// publisherUp notes a publisher: until it delivers a tick (or JoinGrace
+// after it connected) the ring is joining it.
+func (s *Subscriber) publisherUp(p bus.PublisherInfo) {
+	if len(p.Data) == 4 {
+		s.h.publisherUp(binary.LittleEndian.Uint32(p.Data), s.cfg.JoinGrace)
+	}
+	s.log.Info().Str("publisher", p.Key()).Msg("subscriber: publisher up")
+}
+
+// attachCredit connects a queue pair to the credit cell the publisher
+// keeps for this ring and gives it to the reader, which then WRITEs its
+// position there; until then (or if this fails) the publisher READs the
+// ring's head when the ring looks full.
+func (s *Subscriber) attachCredit(from bus.PeerInfo, pubID string) {
+	defer s.wg.Done()
+	qp, err := s.dev.CreateQP(rdma.QPConfig{SendCQ: s.cq, RecvCQ: s.cq, SendDepth: 64, RecvDepth: 16})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var rep bus.ConnectReply
+	for attempt := 0; ; attempt++ { // the publisher adds the ring (and its cell) after our accept returns
+		select {
+		case <-s.done:
+			_ = qp.Close()
+			return
+		case <-ctx.Done():
+			_ = qp.Close()
+			s.log.Info().Err(err).Str("publisher", from.ID+"/"+pubID).Msg("subscriber: credit cell not attached; the publisher reads the ring's head instead")
+			return
+		case <-time.After(time.Duration(min(attempt, 5)) * 50 * time.Millisecond):
+		}
+		rep, err = s.node.Connect(ctx, from.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetPublisher, ID: pubID,
+			Endpoint: qp.LocalEndpoint(), Data: []byte(s.cfg.ID)})
+		if err == nil {
+			break
+		}
+	}
+	var cd ring.CreditDesc
+	if err = qp.Connect(ctx, rep.Endpoint); err == nil {
+		if err = cd.UnmarshalBinary(rep.Region); err == nil {
+			err = s.reader.AddCredit(qp, cd)
+		}
+	}
+	if err != nil {
+		_ = qp.Close()
+		s.log.Info().Err(err).Str("publisher", from.ID+"/"+pubID).Msg("subscriber: credit cell not attached")
+		return
+	}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.journalQPs = append(s.journalQPs, qp)
+	}
+	s.mu.Unlock()
+	if closed {
+		_ = qp.Close()
+	}
+	s.credits.Add(1)
+	s.log.Info().Str("publisher", from.ID+"/"+pubID).Msg("subscriber: credit cell attached")
+}
+
+// publisherGone closes the queue pairs of a publisher that left.
+func (s *Subscriber) publisherGone(p bus.PublisherInfo, reason error) {
+	s.mu.Lock()
+	cs := s.qps[p.Key()]
+	delete(s.qps, p.Key())
+	s.mu.Unlock()
+	for _, c := range cs {
+		_ = c.qp.Close()
+		_ = c.cq.Close()
+	}
+	s.log.Info().Str("publisher", p.Key()).Err(reason).Msg("subscriber: publisher gone")
+}

@@ -1,0 +1,73 @@
+package subscriber
+
+import (
+	"errors"
+	"runtime"
+	"time"
+)
+
+// Close withdraws the subscription (publishers stop writing and drop their
+// queue pairs), stops Run, drains what the ring already holds to the
+// handler, publishes the last stats, closes the queue pairs and unmaps the
+// ring. Do not call it while Poll runs on another goroutine (Run is fine).
+// Idempotent.
+func (s *Subscriber) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		errs = append(errs, s.sub.Close())
+		s.mu.Lock()
+		s.closing = true // a connect or home record served from now on starts nothing (spawn)
+		s.mu.Unlock()
+		close(s.done)
+		s.wg.Wait()
+		s.stop.Store(true)
+		s.running.Lock() // Run has returned
+		s.drain()
+		close(s.stopStats)
+		<-s.statsDone
+		if s.cfg.StatsInterval > 0 {
+			s.publishStats() // the last interval, totals final
+		}
+		s.mu.Lock()
+		s.closed = true
+		qps := s.qps
+		s.qps = map[string][]conn{}
+		s.mu.Unlock()
+		for _, cs := range qps {
+			for _, c := range cs {
+				errs = append(errs, c.qp.Close(), c.cq.Close())
+			}
+		}
+		errs = append(errs, s.also.Close())
+		final := s.Counters()
+		s.final.Store(&final)
+		errs = append(errs, s.ring.Close())
+		s.mu.Lock()
+		extra := s.journalQPs
+		s.journalQPs = nil
+		s.mu.Unlock()
+		for _, qp := range extra {
+			errs = append(errs, qp.Close())
+		}
+		errs = append(errs, s.cq.Close())
+		s.running.Unlock()
+		s.closeErr = errors.Join(errs...)
+		s.log.Info().Uint64("received", s.Counters().Received).Msg("subscriber: closed")
+	})
+	return s.closeErr
+}
+
+// drain polls until nothing arrived for DrainQuiet, at most 2 s. The quiet
+// period outlasts the gap timeout, so a claimed sequence that will never be
+// written is reported as a gap rather than left behind in silence.
+func (s *Subscriber) drain() {
+	end := time.Now().Add(2 * time.Second)
+	last := time.Now()
+	for now := last; now.Before(end) && now.Sub(last) < s.cfg.DrainQuiet; now = time.Now() {
+		if s.reader.Poll(&s.h) > 0 {
+			last = now
+			continue
+		}
+		runtime.Gosched() // not a sleep: the reader's gap check runs every 64th empty poll
+	}
+}

@@ -1,0 +1,109 @@
+package subscriber
+
+import (
+	"context"
+	"time"
+
+	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
+)
+
+// onHome: the topic's home record (its epoch and reservation). A new epoch
+// makes the reader report what the old one reserved and never wrote as
+// one ring.EventEpoch; the reservation bounds which stamps it trusts.
+func (s *Subscriber) onHome(hi bus.HomeInfo) {
+	s.reader.SetEpoch(hi.Start, hi.Reserved)
+	s.log.Debug().Uint64("epoch", hi.Epoch).Uint64("start", hi.Start).Uint64("reserved", hi.Reserved).Str("home", hi.Node.ID).
+		Msg("subscriber: home record")
+	if len(hi.Descriptor) > 0 && hi.Epoch != s.journalEpoch {
+		s.journalEpoch = hi.Epoch
+		s.spawn(func() { s.attachJournal(hi) })
+	}
+}
+
+// attachJournal connects a queue pair to the home's journal and gives it
+// to the reader, so gaps and overruns are recovered from it and a claimant
+// that died on the last tick of a burst is found (the reader READs the
+// home's counter). Each new epoch's home replaces the last one's journal.
+func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
+	defer s.wg.Done()
+	var hd ring.HomeDesc
+	if err := hd.UnmarshalBinary(hi.Descriptor); err != nil {
+		s.reader.DropJournal()
+		s.log.Warn().Err(err).Str("home", hi.Node.ID).Msg("subscriber: home descriptor unreadable; no journal")
+		return
+	}
+	// Whatever keeps this epoch's journal from being attached, the old
+	// epoch's goes: it holds nothing of the new epoch, and a home that went
+	// away would make every recovery wait for its READs (a chaos run's
+	// lossy subscriber delivered nothing for 30 s).
+	if hd.JournalSlots == 0 {
+		s.reader.DropJournal()
+		return
+	}
+	if prov := s.node.ProviderFor(hi.Node); prov != s.dev.Provider() {
+		s.reader.DropJournal()
+		s.log.Info().Str("home", hi.Node.ID).Str("provider", prov).Msg("subscriber: the home's journal is on another provider than the ring; not attached")
+		return
+	}
+	qp, err := s.dev.CreateQP(rdma.QPConfig{SendCQ: s.cq, RecvCQ: s.cq, SendDepth: 16, RecvDepth: 16})
+	if err != nil {
+		s.log.Warn().Err(err).Msg("subscriber: journal queue pair")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err = func() error {
+		var rep bus.ConnectReply
+		var err error
+		for attempt := 0; attempt < 10; attempt++ { // the record can come before the home answers
+			if attempt > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			if rep, err = s.node.Connect(ctx, hi.Node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()}); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if err := qp.Connect(ctx, rep.Endpoint); err != nil {
+			return err
+		}
+		var rd ring.HomeDesc // the home as registered on this provider's device
+		if err := rd.UnmarshalBinary(rep.Region); err != nil {
+			return err
+		}
+		return s.reader.SetJournal(s.dev, qp, rd, 100*time.Millisecond)
+	}()
+	if err != nil {
+		_ = qp.Close()
+		s.reader.DropJournal()
+		s.log.Info().Err(err).Str("home", hi.Node.ID).Msg("subscriber: journal not attached")
+		return
+	}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.journalQPs = append(s.journalQPs, qp)
+	}
+	s.mu.Unlock()
+	if closed {
+		_ = qp.Close()
+		return
+	}
+	s.journalAt.Store(hi.Epoch)
+	s.log.Info().Str("home", hi.Node.ID).Uint64("epoch", hi.Epoch).Uint32("slots", hd.JournalSlots).Msg("subscriber: journal attached")
+}

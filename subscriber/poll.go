@@ -1,0 +1,57 @@
+package subscriber
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/tickbus/tickbus/ring"
+)
+
+// Poll delivers what is ready to the handler and returns how much it
+// delivered (ticks plus events), for an idle strategy. It allocates
+// nothing, takes no lock and makes no syscall. One goroutine polls.
+func (s *Subscriber) Poll() int {
+	if !s.h.joined {
+		s.maybeStart()
+	}
+	return s.reader.Poll(&s.h)
+}
+
+// ReadInto copies the next tick into t and its payload into buf; see
+// ring.Reader.ReadInto. Its latency is recorded as with Poll.
+func (s *Subscriber) ReadInto(t *ring.Tick, buf []byte) (ok bool, ev ring.Event, err error) {
+	ok, ev, err = s.reader.ReadInto(t, buf)
+	if ok {
+		s.rec.Record(time.Now().UnixNano() - t.PublishNs)
+	}
+	return ok, ev, err
+}
+
+// Run polls until ctx ends or Close is called, through Config.Idle. It
+// returns nil when stopped by Close, else ctx's error.
+func (s *Subscriber) Run(ctx context.Context) error {
+	s.running.Lock()
+	defer s.running.Unlock()
+	if s.stop.Load() {
+		return ErrClosed
+	}
+	done := make(chan struct{})
+	defer close(done)
+	var ctxDone atomic.Bool
+	go func() {
+		select {
+		case <-ctx.Done():
+			ctxDone.Store(true)
+		case <-done:
+		}
+	}()
+	idle := s.cfg.Idle
+	for !s.stop.Load() && !ctxDone.Load() {
+		idle.Idle(s.Poll())
+	}
+	if s.stop.Load() {
+		return nil
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,138 @@
+package subscriber
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/link"
+)
+
+// maybeStart moves a ring that has delivered nothing to the start
+// learnStart found (polling goroutine), once no publisher is between
+// learning it and being answered.
+func (s *Subscriber) maybeStart() {
+	if s.accepting.Load() != 0 { // pairs with the Add in learnStart
+		return
+	}
+	if v := s.restartAt.Load(); v > s.reader.Next() { // pairs with the Store in unstick
+		skipped := v - s.reader.Next()
+		if err := s.reader.StartAt(v); err == nil {
+			s.h.startedAt.Store(v)
+			s.h.joinSkipped.Add(skipped) // counted as lost while joining, never silent
+		}
+		return
+	}
+	if v := s.startAt.Load(); v > s.reader.Next() { // pairs with the CAS in learnStart
+		if err := s.reader.StartAt(v); err == nil {
+			s.h.startedAt.Store(v)
+		}
+	}
+}
+
+// learnStart runs in accept, before the publisher is answered, so before
+// it can add the ring: it asks the topic's home for its counter. Nothing
+// below that counter can be written into this ring by this publisher, so a
+// ring joining a running topic starts there (the minimum over publishers
+// connecting together). The home lives with a publisher: the one
+// connecting, or one already known.
+func (s *Subscriber) learnStart(ctx context.Context, from bus.PeerInfo) {
+	s.accepting.Add(1)
+	defer s.accepting.Add(-1)
+	ctx, cancel := context.WithTimeout(ctx, time.Second) // leave the publisher's connect time to finish
+	defer cancel()
+	nodes := []bus.PeerInfo{from}
+	for _, p := range s.publishers() {
+		if p.Node.ID != from.ID {
+			nodes = append(nodes, p.Node)
+		}
+	}
+	for _, n := range nodes {
+		c, err := s.askCounter(ctx, n)
+		if err != nil {
+			if !errors.Is(err, bus.ErrUnknownTarget) {
+				s.log.Debug().Err(err).Str("node", n.ID).Msg("subscriber: ask the home for its counter")
+			}
+			continue
+		}
+		for {
+			old := s.startAt.Load()
+			if old != 0 && old <= c || s.startAt.CompareAndSwap(old, c) {
+				return
+			}
+		}
+	}
+	s.log.Warn().Msg("subscriber: the topic's home did not answer; the ring starts at sequence 1")
+}
+
+// unstick covers what learnStart cannot: the reader waits at the counter
+// it learnt, but the sequences from there to the first one the publisher
+// wrote after adding the ring are never written, and when they are more
+// than the reader's gap scan reaches it would wait until the ring laps. If
+// nothing was delivered JoinGrace after the connect, it learns the counter
+// again and the reader restarts there; the sequences passed over are
+// counted in BeforeJoin.
+func (s *Subscriber) unstick(from bus.PeerInfo) {
+	defer s.wg.Done()
+	select {
+	case <-time.After(s.cfg.JoinGrace):
+	case <-s.done:
+		return
+	}
+	if s.h.joinedAt.Load() != 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	nodes := []bus.PeerInfo{from}
+	for _, p := range s.publishers() {
+		nodes = append(nodes, p.Node)
+	}
+	for _, n := range nodes {
+		if c, err := s.askCounter(ctx, n); err == nil {
+			if s.h.joinedAt.Load() == 0 {
+				s.restartAt.Store(c) // pairs with the Load in maybeStart
+				s.log.Info().Uint64("seq", c).Msg("subscriber: nothing arrived since joining; restarting the ring at the home's counter")
+			}
+			return
+		}
+	}
+}
+
+// publishers lists the topic's publishers the bus reported (none before
+// Subscribe returned).
+func (s *Subscriber) publishers() []bus.PublisherInfo {
+	s.mu.Lock()
+	sub := s.sub
+	s.mu.Unlock()
+	if sub == nil {
+		return nil
+	}
+	return sub.Publishers()
+}
+
+// askCounter asks the topic's home on node (if it is there) for its
+// counter, through the bus's queue-pair exchange over the provider that
+// reaches node; the queue pair is closed at once, never used.
+func (s *Subscriber) askCounter(ctx context.Context, node bus.PeerInfo) (uint64, error) {
+	dev, err := s.devs.Get(s.node.ProviderFor(node))
+	if err != nil {
+		return 0, err
+	}
+	c, err := link.OpenConfined(dev, link.Query) // the home reaches nothing here
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	rep, err := s.node.Connect(ctx, node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: c.QP.LocalEndpoint()})
+	if err != nil {
+		return 0, err
+	}
+	if len(rep.Data) != 8 {
+		return 0, fmt.Errorf("subscriber: home's counter reply of %d bytes, want 8", len(rep.Data))
+	}
+	return binary.LittleEndian.Uint64(rep.Data), nil
+}

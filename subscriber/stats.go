@@ -1,0 +1,101 @@
+package subscriber
+
+import (
+	"math"
+	"time"
+
+	"github.com/tickbus/tickbus/stats"
+)
+
+// Counters are a subscriber's totals, in sequences.
+type Counters struct {
+	Received  uint64 // delivered ticks (recovered ones included)
+	Gaps      uint64 // claimed but never written
+	Overruns  uint64 // overwritten before they were read (lossy)
+	Skips     uint64 // declared missing by a publisher
+	Corrupt   uint64 // slots that failed their check
+	Recovered uint64 // delivered from the journal
+	Next      uint64 // the next sequence the ring waits for
+	// JoinedAt is the first sequence delivered (0: none yet); BeforeJoin
+	// the sequences lost while the ring was joining a publisher (see
+	// recHandler): published before that publisher wrote into this ring.
+	JoinedAt   uint64
+	BeforeJoin uint64
+	// StartedAt is where the ring started when it joined a running topic
+	// (the home's counter then); 0 if it started at the topic's beginning.
+	StartedAt uint64
+	// Join counts sequences reported as ring.EventJoin: published before a
+	// publisher that joined later had added this ring.
+	Join uint64
+	// Epoch counts sequences reported as ring.EventEpoch: reserved by a
+	// home that failed over and never written (mostly never handed out).
+	Epoch uint64
+	// Credits is how many publishers' credit cells the reader writes its
+	// position into (reliable mode); JournalEpoch the epoch of the home
+	// whose journal is attached (0: none).
+	Credits      int
+	JournalEpoch uint64
+	// Rate is ticks per second over the last stats interval (0 with the
+	// stats loop off).
+	Rate float64
+}
+
+// Lost is every sequence passed and not delivered that a publisher wrote
+// or claimed: gaps, overruns, skips, corrupt slots. Join and Epoch are
+// counted apart: those sequences were never this ring's to receive.
+func (c Counters) Lost() uint64 { return c.Gaps + c.Overruns + c.Skips + c.Corrupt }
+
+// Counters returns the totals now; safe from any goroutine.
+func (s *Subscriber) Counters() Counters {
+	if f := s.final.Load(); f != nil {
+		return *f // the ring is unmapped
+	}
+	jg, jo := s.h.joinGap.Load(), s.h.joinOverrun.Load() // before Stats: never more than it counted
+	lg, lo, je := s.h.lateGap.Load(), s.h.lateOverrun.Load(), s.h.joinEpoch.Load()
+	st := s.reader.Stats()
+	return Counters{Received: st.Delivered, Gaps: st.Gap - jg - lg, Overruns: st.Overrun - jo - lo, Skips: st.Skip,
+		Join: lg + lo, Epoch: st.Epoch - je, Credits: int(s.credits.Load()), JournalEpoch: s.journalAt.Load(),
+		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
+		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo + je + s.h.joinSkipped.Load(), StartedAt: s.h.startedAt.Load(),
+		Rate: math.Float64frombits(s.rate.Load())}
+}
+
+func (s *Subscriber) statsLoop() {
+	defer close(s.statsDone)
+	t := time.NewTicker(s.cfg.StatsInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopStats:
+			return
+		case <-t.C:
+			s.publishStats()
+		}
+	}
+}
+
+// publishStats ends the recorder's interval, publishes it and hands it to
+// OnStats. A failure to publish (NATS away) is logged once per state change
+// in the caller's logger; the counters are totals, so nothing is lost.
+func (s *Subscriber) publishStats() {
+	c := s.Counters()
+	if !s.joinLogged && c.JoinedAt != 0 {
+		s.joinLogged = true
+		s.log.Info().Uint64("seq", c.JoinedAt).Uint64("earlier", c.BeforeJoin).Msg("subscriber: first tick")
+	}
+	m, err := s.rep.Next(stats.Counters{Received: c.Received, Gaps: c.Gaps, Overruns: c.Overruns})
+	if err != nil {
+		s.log.Warn().Err(err).Msg("subscriber: stats interval")
+		return
+	}
+	s.rate.Store(math.Float64bits(m.Rate))
+	m.Provider, m.CrossHost = s.providersInUse()
+	if b, err := stats.Encode(m); err == nil {
+		if err := s.node.PublishStats(s.cfg.Topic, s.cfg.ID, b); err != nil {
+			s.log.Debug().Err(err).Msg("subscriber: publish stats")
+		}
+	}
+	if s.cfg.OnStats != nil {
+		s.cfg.OnStats(m)
+	}
+}
