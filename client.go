@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -34,6 +35,9 @@ type Client struct {
 	// making counts publishers and subscriptions being made (begin): Close
 	// waits for them before it closes the devices they use.
 	making sync.WaitGroup
+	// topicPubs are Client.Publish's publishers by topic, copied on write
+	// under mu.
+	topicPubs atomic.Pointer[map[string]*topicPub]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -164,6 +168,7 @@ func (c *Client) Close() error {
 		subs, pubs, pats := c.subs, c.pubs, c.pats
 		c.subs, c.pubs, c.pats = map[*Subscription]struct{}{}, map[*Publisher]struct{}{}, map[*PatternSubscription]struct{}{}
 		c.mu.Unlock()
+		c.closeTopicPubs()
 		var errs []error
 		for s := range subs {
 			errs = append(errs, s.close())

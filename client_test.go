@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,6 +61,8 @@ func TestConnect_BadOptions_FailWithErrInvalidOptionNamingTheOption(t *testing.T
 		{tickbus.WithAllowPublish("t"), "WithAllowPublish"},
 		{tickbus.WithAllowPublish("t", "alice"), "WithAllowPublish"},
 		{tickbus.WithAllowSubscribe("", "*"), "WithAllowSubscribe"},
+		{tickbus.WithPublisherDefaults(tickbus.WithRate(0)), "WithRate"},
+		{tickbus.WithPublisherDefaults(nil), "WithPublisherDefaults"},
 		{nil, "Connect"},
 	} {
 		c, err := tickbus.Connect(context.Background(), tc.opt)
@@ -101,6 +104,7 @@ func TestPublisherAndSubscribe_BadOptions_FailAndChangeNothing(t *testing.T) {
 	for _, opt := range []tickbus.PubOption{
 		tickbus.WithPublisherID(0), tickbus.WithPublisherName(""), tickbus.WithSlotSize(100), tickbus.WithSlotSize(0),
 		tickbus.WithJournal(3), tickbus.WithMaxBatch(0), tickbus.WithPublishTimeout(-time.Second), tickbus.WithPublishIdle(nil), nil,
+		tickbus.WithRate(0), tickbus.WithRate(-1), tickbus.WithRate(math.NaN()), tickbus.WithRate(2e9),
 	} {
 		p, err := c.Publisher("t", opt)
 		assert.Nil(t, p)
@@ -320,7 +324,7 @@ func TestSubscribe_WithStats_GetsIntervalStatistics(t *testing.T) {
 func TestErrors_AreDistinctAndPrefixed(t *testing.T) {
 	all := []error{tickbus.ErrInvalidOption, tickbus.ErrConnect, tickbus.ErrClosed, tickbus.ErrTooLarge, tickbus.ErrBatchTooLarge,
 		tickbus.ErrInvalidTick, tickbus.ErrLost, tickbus.ErrInvalidSequence, tickbus.ErrBackPressure, tickbus.ErrTimeout,
-		tickbus.ErrHomeFailed, tickbus.ErrRefused}
+		tickbus.ErrHomeFailed, tickbus.ErrRefused, tickbus.ErrNoHome, tickbus.ErrNoJetStream, tickbus.ErrForbidden, tickbus.ErrDuplicate}
 	for i, a := range all {
 		assert.Regexp(t, "^tickbus: ", a.Error())
 		for j, b := range all {

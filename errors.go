@@ -46,9 +46,29 @@ var (
 	ErrBackPressure = errors.New("tickbus: reliable subscriber has no room")
 	// ErrTimeout: the topic's home did not answer a claim in time.
 	ErrTimeout = errors.New("tickbus: timed out")
-	// ErrHomeFailed: the link to the topic's home failed; publishing fails
-	// until a home is reachable again.
+	// ErrNoHome: the topic has no reachable home (the holder of its
+	// sequence counter) now: the home went away and no successor was
+	// reachable within the failover timeout, or the home a new publisher
+	// was told of was gone. Nothing was published. Retryable: the next
+	// publish, or Client.Publisher, tries again.
+	ErrNoHome = errors.New("tickbus: no home for the topic (failover in progress); retry")
+	// ErrHomeFailed was the error of a publish whose link to the home
+	// failed.
+	//
+	// Deprecated: such a publish now fails over to the topic's next home,
+	// and returns ErrNoHome if there is none. No call returns ErrHomeFailed.
 	ErrHomeFailed = errors.New("tickbus: the topic's home is unreachable")
+	// ErrNoJetStream: the NATS server runs without JetStream, where
+	// tickbus elects each topic's home (the embedded server has it).
+	ErrNoJetStream = errors.New("tickbus: the NATS server has no JetStream")
+	// ErrForbidden: the bus's security refused: this identity may not
+	// publish or subscribe on the topic (WithAllowPublish,
+	// WithAllowSubscribe), a node id belongs to another key, or a message
+	// was unsigned, mis-signed or replayed.
+	ErrForbidden = errors.New("tickbus: refused by the bus's security")
+	// ErrDuplicate: the client already has a publisher or subscription of
+	// that name on the topic (WithPublisherName, WithSubscriberName).
+	ErrDuplicate = errors.New("tickbus: name already used on the topic in this client")
 	// ErrRefused: a peer refused a connect (unknown topic, provider
 	// unavailable, identity not allowed).
 	ErrRefused = errors.New("tickbus: refused")
@@ -72,8 +92,8 @@ func pubErr(err error) error {
 		return ErrBackPressure
 	case ring.ErrTimeout:
 		return ErrTimeout
-	case ring.ErrHomeFailed:
-		return ErrHomeFailed
+	case publisher.ErrNoHome, ring.ErrFenced, ring.ErrHomeFailed:
+		return ErrNoHome
 	case ring.ErrClosed, publisher.ErrClosed:
 		return ErrClosed
 	}
@@ -83,6 +103,12 @@ func pubErr(err error) error {
 // kinds maps the errors of the packages below to this package's sentinels,
 // first match wins.
 var kinds = []struct{ from, to error }{
+	{bus.ErrNoJetStream, ErrNoJetStream},
+	{bus.ErrForbidden, ErrForbidden},
+	{bus.ErrIdentity, ErrForbidden},
+	{bus.ErrUnauthenticated, ErrForbidden},
+	{bus.ErrReplayed, ErrForbidden},
+	{bus.ErrDuplicate, ErrDuplicate},
 	{bus.ErrInvalidConfig, ErrInvalidOption},
 	{publisher.ErrInvalidConfig, ErrInvalidOption},
 	{subscriber.ErrInvalidConfig, ErrInvalidOption},
@@ -102,11 +128,18 @@ var kinds = []struct{ from, to error }{
 	{ring.ErrInvalidSequence, ErrInvalidSequence},
 	{ring.ErrBackPressure, ErrBackPressure},
 	{ring.ErrTimeout, ErrTimeout},
-	{ring.ErrHomeFailed, ErrHomeFailed},
+	{publisher.ErrNoHome, ErrNoHome},
+	{ring.ErrFenced, ErrNoHome},
+	{ring.ErrHomeFailed, ErrNoHome},
+	{bus.ErrNoHome, ErrNoHome},
+	// a new publisher's dial of the home it was told of
+	{bus.ErrUnknownTarget, ErrNoHome},
+	{bus.ErrNoPeer, ErrNoHome},
 	{publisher.ErrClosed, ErrClosed},
 	{subscriber.ErrClosed, ErrClosed},
 	{ring.ErrClosed, ErrClosed},
 	{link.ErrClosed, ErrClosed},
+	{bus.ErrClosed, ErrClosed},
 }
 
 // wrap gives err this package's sentinel for its kind, keeping its message

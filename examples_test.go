@@ -1,6 +1,7 @@
 package tickbus_test
 
 import (
+	"go/format"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -61,24 +62,29 @@ func TestExamples_BuildAsAModuleOfTheirOwnOutsideTheTree(t *testing.T) {
 	}
 }
 
-// TestREADME_FirstGoBlockIsTheSmallestSubscriber: the README's usage opens
-// with examples/sub/main.go, byte for byte, so it compiles (the build test
-// above builds it), and it is at most 15 lines.
-func TestREADME_FirstGoBlockIsTheSmallestSubscriber(t *testing.T) {
+// TestREADME_OpensWithTheSmallestSubscriberThenTheSmallestPublisher: the
+// README's usage opens with examples/sub/main.go and, next, with
+// examples/pub/main.go, byte for byte, so both compile (the build test
+// above builds them), and each is at most 15 lines, gofmt'd.
+func TestREADME_OpensWithTheSmallestSubscriberThenTheSmallestPublisher(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
-	sub, err := os.ReadFile("examples/sub/main.go")
-	require.NoError(t, err)
-	lines := strings.Count(string(sub), "\n")
-	assert.LessOrEqual(t, lines, 15, "the smallest subscriber, whole file")
-
 	blocks := regexp.MustCompile("(?s)```([a-z]*)\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
-	require.GreaterOrEqual(t, len(blocks), 2)
+	require.GreaterOrEqual(t, len(blocks), 3)
 	assert.Equal(t, "sh", blocks[0][1], "the README opens with the two set-up commands")
 	assert.Contains(t, blocks[0][2], "go run ./cmd/tickbus demo")
 	assert.Contains(t, blocks[0][2], "go test ./...")
-	assert.Equal(t, "go", blocks[1][1], "the first code block after them is Go")
-	assert.Equal(t, string(sub), blocks[1][2], "README's first Go block equals examples/sub/main.go")
+	for i, name := range []string{"sub", "pub"} {
+		src, err := os.ReadFile(filepath.Join("examples", name, "main.go"))
+		require.NoError(t, err)
+		assert.LessOrEqual(t, strings.Count(string(src), "\n"), 15, "the smallest %s, whole file", name)
+		formatted, err := format.Source(src)
+		require.NoError(t, err)
+		assert.Equal(t, string(formatted), string(src), "examples/%s/main.go is gofmt'd", name)
+		block := blocks[1+i]
+		assert.Equal(t, "go", block[1], "Go block %d after the set-up commands", i+1)
+		assert.Equal(t, string(src), block[2], "README's Go block %d equals examples/%s/main.go", i+1, name)
+	}
 	intro := string(readme[:strings.Index(string(readme), "```")])
 	assert.Contains(t, intro, "tickbus is a market-data bus", "the README opens with what tickbus is")
 }

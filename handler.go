@@ -40,8 +40,17 @@ const (
 	EventOverrun = ring.EventOverrun
 	// EventCorrupt: a slot failed its checks.
 	EventCorrupt = ring.EventCorrupt
-	// EventSkip: declared missing by a publisher.
+	// EventSkip: declared missing by a publisher (PublishAt past the
+	// topic's counter: its feed never had them).
 	EventSkip = ring.EventSkip
+	// EventEpoch: the topic's home failed over; the sequences were the old
+	// home's reservation and were never delivered here (most were never
+	// handed out). The new epoch starts at To+1. One event for the range.
+	EventEpoch = ring.EventEpoch
+	// EventJoin: published while a publisher was still joining this
+	// subscription (before it wrote into its ring): never this ring's to
+	// receive, named rather than hidden.
+	EventJoin = ring.EventJoin
 )
 
 // Counters are a subscription's totals, in sequences.

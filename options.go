@@ -2,6 +2,7 @@ package tickbus
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ type options struct {
 	log            zerolog.Logger
 	allowPub       map[string][]string
 	allowSub       map[string][]string
+	pubDefaults    []PubOption
 }
 
 // WithNATS connects to an external NATS server or cluster
@@ -282,8 +284,35 @@ func WithLogger(log zerolog.Logger) Option {
 	return func(o *options) error { o.log = log; return nil }
 }
 
+// WithPublisherDefaults applies opts to every publisher of the client,
+// those of Client.Publish included, before the options of each
+// Client.Publisher call (which win). They are checked here: a bad one
+// fails Connect.
+func WithPublisherDefaults(opts ...PubOption) Option {
+	return func(o *options) error {
+		var scratch pubOptions
+		if err := applyPubOptions("WithPublisherDefaults", &scratch, opts); err != nil {
+			return err
+		}
+		o.pubDefaults = append(o.pubDefaults, opts...)
+		return nil
+	}
+}
+
 // PubOption configures Client.Publisher.
 type PubOption func(*pubOptions) error
+
+func applyPubOptions(call string, o *pubOptions, opts []PubOption) error {
+	for _, opt := range opts {
+		if opt == nil {
+			return optErr(call, "nil", "a PubOption")
+		}
+		if err := opt(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 type pubOptions struct {
 	id           string
@@ -294,6 +323,7 @@ type pubOptions struct {
 	maxBatch     int
 	timeout      time.Duration
 	idle         rdma.IdleStrategy
+	rate         float64
 }
 
 // WithPublisherID stamps id (non-zero) on every message of the publisher
@@ -385,6 +415,23 @@ func WithPublishIdle(idle rdma.IdleStrategy) PubOption {
 			return optErr("WithPublishIdle", nil, "an idle strategy")
 		}
 		o.idle = idle
+		return nil
+	}
+}
+
+// WithRate paces the publisher at perSecond publish calls a second (a
+// batch is one), measured from each call's intended time: a call waits
+// (through the publisher's idle strategy, parked when far from due) for
+// its turn, and a message the call stamps itself (Publish, PublishTick of
+// a zero PubTime) carries that intended time, so a stalled publisher shows
+// in its subscribers' latency (no coordinated omission). Default: no
+// pacing, every call goes at once.
+func WithRate(perSecond float64) PubOption {
+	return func(o *pubOptions) error {
+		if math.IsNaN(perSecond) || perSecond <= 0 || perSecond > 1e9 {
+			return optErr("WithRate", perSecond, "a rate in (0, 1e9] per second")
+		}
+		o.rate = perSecond
 		return nil
 	}
 }

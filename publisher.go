@@ -3,9 +3,11 @@ package tickbus
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tickbus/tickbus/publisher"
+	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
 	"github.com/tickbus/tickbus/tick"
 )
@@ -15,9 +17,11 @@ import (
 // and is written straight into every subscriber's ring. One goroutine
 // publishes; the other methods are safe from any.
 type Publisher struct {
-	c   *Client
-	p   *publisher.Publisher
-	buf [tick.Size]byte // PublishTick's encoding, on the publishing goroutine
+	c     *Client
+	p     *publisher.Publisher
+	buf   [tick.Size]byte   // PublishTick's encoding, on the publishing goroutine
+	pacer *publisher.Pacer  // WithRate's schedule; nil: unpaced
+	idle  rdma.IdleStrategy // what a paced call does while it waits
 }
 
 // Publisher starts publishing on topic: it finds the topic's home (the
@@ -25,13 +29,11 @@ type Publisher struct {
 // to every subscriber of the topic, present and future.
 func (c *Client) Publisher(topic string, opts ...PubOption) (*Publisher, error) {
 	var o pubOptions
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, optErr("Publisher", "nil", "a PubOption")
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	if err := applyPubOptions("Connect", &o, c.opts.pubDefaults); err != nil {
+		return nil, err
+	}
+	if err := applyPubOptions("Publisher", &o, opts); err != nil {
+		return nil, err
 	}
 	ctx, end, err := c.begin()
 	if err != nil {
@@ -51,7 +53,16 @@ func (c *Client) Publisher(topic string, opts ...PubOption) (*Publisher, error) 
 		}
 		return nil, wrap(err)
 	}
-	pub := &Publisher{c: c, p: p}
+	pub := &Publisher{c: c, p: p, idle: o.idle}
+	if pub.idle == nil {
+		pub.idle = rdma.Yield{}
+	}
+	if o.rate > 0 {
+		if pub.pacer, err = publisher.NewPacer(o.rate); err != nil {
+			_ = p.Close()
+			return nil, wrap(err)
+		}
+	}
 	if err := c.add(pub, nil); err != nil {
 		_ = p.Close()
 		return nil, err
@@ -62,9 +73,9 @@ func (c *Client) Publisher(topic string, opts ...PubOption) (*Publisher, error) 
 // Publish puts one message of type typ on the topic, stamped with the time
 // now, and returns its sequence. It allocates nothing and takes no lock;
 // its errors are this package's sentinels, unwrapped (ErrTooLarge,
-// ErrBackPressure, ErrTimeout, ErrHomeFailed, ErrClosed).
+// ErrBackPressure, ErrTimeout, ErrNoHome (retryable), ErrClosed).
 func (p *Publisher) Publish(typ uint16, payload []byte) (uint64, error) {
-	seq, err := p.p.Publish(typ, payload, time.Now().UnixNano())
+	seq, err := p.p.Publish(typ, payload, p.now())
 	return seq, pubErr(err)
 }
 
@@ -72,6 +83,7 @@ func (p *Publisher) Publish(typ uint16, payload []byte) (uint64, error) {
 // a paced feed's intended send time, so that a stalled publisher shows in
 // the subscribers' latency (no coordinated omission).
 func (p *Publisher) PublishStamped(typ uint16, payload []byte, publishNs int64) (uint64, error) {
+	p.pace()
 	seq, err := p.p.Publish(typ, payload, publishNs)
 	return seq, pubErr(err)
 }
@@ -82,7 +94,9 @@ func (p *Publisher) PublishStamped(typ uint16, payload []byte, publishNs int64) 
 // published.
 func (p *Publisher) PublishTick(t *Tick) (uint64, error) {
 	if t.PubTime == 0 {
-		t.PubTime = time.Now().UnixNano()
+		t.PubTime = p.now()
+	} else {
+		p.pace()
 	}
 	if _, err := tick.Encode(p.buf[:], t); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalidTick, err)
@@ -96,7 +110,9 @@ func (p *Publisher) PublishTick(t *Tick) (uint64, error) {
 // line wins and the other gets ErrLost.
 func (p *Publisher) PublishTickAt(seq uint64, t *Tick) (uint64, error) {
 	if t.PubTime == 0 {
-		t.PubTime = time.Now().UnixNano()
+		t.PubTime = p.now()
+	} else {
+		p.pace()
 	}
 	if _, err := tick.Encode(p.buf[:], t); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalidTick, err)
@@ -110,6 +126,7 @@ func (p *Publisher) PublishTickAt(seq uint64, t *Tick) (uint64, error) {
 // Payload are used (Seq and Publisher are ignored). It returns the first
 // sequence.
 func (p *Publisher) PublishBatch(msgs []Message) (uint64, error) {
+	p.pace()
 	seq, err := p.p.PublishBatch(msgs)
 	return seq, pubErr(err)
 }
@@ -118,8 +135,26 @@ func (p *Publisher) PublishBatch(msgs []Message) (uint64, error) {
 // own): with two redundant feed lines publishing the same sequences, the
 // first wins and the other gets ErrLost (drop the copy).
 func (p *Publisher) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int64) (uint64, error) {
+	p.pace()
 	got, err := p.p.PublishAt(seq, typ, payload, publishNs)
 	return got, pubErr(err)
+}
+
+// now is a publish's time: its turn's intended time when paced
+// (WithRate), after waiting for it; else the time now.
+func (p *Publisher) now() int64 {
+	if p.pacer == nil {
+		return time.Now().UnixNano()
+	}
+	ns, _ := p.pacer.Wait(p.idle, nil)
+	return ns
+}
+
+// pace waits for a paced publish's turn (WithRate).
+func (p *Publisher) pace() {
+	if p.pacer != nil {
+		_, _ = p.pacer.Wait(p.idle, nil)
+	}
 }
 
 // Subscribers is how many subscriber rings the publisher writes into now.
@@ -151,3 +186,88 @@ func (p *Publisher) Close() error {
 }
 
 func (p *Publisher) close() error { return wrap(p.p.Close()) }
+
+// topicPub is Client.Publish's publisher of one topic, made at its first
+// publish; mu lets publishes from several goroutines take turns.
+type topicPub struct {
+	mu     sync.Mutex
+	p      *Publisher
+	closed bool // set by Client.Close, under mu, before the publisher closes
+}
+
+// Publish puts t on topic through the client's own publisher of that
+// topic, the way nats.go's Conn.Publish needs no publisher of one's own:
+// the first Publish of a topic makes it (as Client.Publisher(topic) would,
+// with WithPublisherDefaults), later ones reuse it, and Close closes it.
+// A zero t.PubTime is stamped (t is changed). Safe from any goroutine:
+// publishes of one topic take turns through a lock, uncontended on one
+// goroutine; a Publisher of your own has none. It allocates nothing after
+// the first call of a topic. Errors are PublishTick's, or Client.Publisher's
+// when the publisher could not be made (nothing is kept: the next Publish
+// tries again). ErrNoHome is retryable.
+func (c *Client) Publish(topic string, t *Tick) error {
+	tp := c.topicPub(topic)
+	if tp == nil {
+		return ErrClosed
+	}
+	tp.mu.Lock()
+	if tp.closed {
+		tp.mu.Unlock()
+		return ErrClosed
+	}
+	if tp.p == nil {
+		p, err := c.Publisher(topic)
+		if err != nil {
+			tp.mu.Unlock()
+			return err
+		}
+		tp.p = p
+	}
+	_, err := tp.p.PublishTick(t)
+	tp.mu.Unlock()
+	return err
+}
+
+// topicPub finds topic's entry, lock-free (a map copied on write), or
+// adds it; nil once the client is closed.
+func (c *Client) topicPub(topic string) *topicPub {
+	if m := c.topicPubs.Load(); m != nil {
+		if tp := (*m)[topic]; tp != nil {
+			return tp
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	old := c.topicPubs.Load()
+	if old != nil && (*old)[topic] != nil {
+		return (*old)[topic]
+	}
+	m := make(map[string]*topicPub, 1)
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	tp := &topicPub{}
+	m[topic] = tp
+	c.topicPubs.Store(&m)
+	return tp
+}
+
+// closeTopicPubs waits for Client.Publish calls in flight and stops later
+// ones, before Close closes their publishers (a publisher is never closed
+// under a publish).
+func (c *Client) closeTopicPubs() {
+	m := c.topicPubs.Load()
+	if m == nil {
+		return
+	}
+	for _, tp := range *m {
+		tp.mu.Lock()
+		tp.closed = true
+		tp.mu.Unlock()
+	}
+}

@@ -21,7 +21,7 @@ import (
 // goroutine publishes; the rest is safe from any.
 type Publisher struct {
 	cfg  Config
-	node *bus.Node
+	node Node
 	devs *link.Devices
 	dev  rdma.Device // Config.Provider's: the home's, if here
 	log  zerolog.Logger
@@ -57,13 +57,23 @@ type Publisher struct {
 	closeErr  error
 }
 
+// Node is what a publisher needs of the bus: who this node is, the topic's
+// home election, the queue-pair exchange and the authorization its home's
+// accept handler checks. A *bus.Node is one.
+type Node interface {
+	bus.Self
+	bus.HomeElector
+	bus.ConnectService
+	bus.Authorizer
+}
+
 // New makes a publisher of cfg.Topic on node: it finds the topic's home or
 // becomes it (ctx bounds that), connects a queue pair to it, makes the
 // writer, and from then on connects to every subscriber, present and
 // future, and drops those that go. The node and the device set stay the
 // caller's.
-func New(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config) (*Publisher, error) {
-	if node == nil || devs == nil {
+func New(ctx context.Context, node Node, devs *link.Devices, cfg Config) (*Publisher, error) {
+	if isNil(node) || devs == nil {
 		return nil, fmt.Errorf("%w: node and devices are required", ErrInvalidConfig)
 	}
 	if err := cfg.setDefaults(); err != nil {
@@ -134,3 +144,9 @@ func (p *Publisher) MaxPayload() int {
 
 // Stats are the writer's counters.
 func (p *Publisher) Stats() ring.WriterStats { return p.writer().Stats() }
+
+// isNil reports a missing node: nil, or a nil *bus.Node in the interface.
+func isNil(node Node) bool {
+	n, ok := node.(*bus.Node)
+	return node == nil || ok && n == nil
+}

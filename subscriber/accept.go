@@ -116,14 +116,8 @@ func (s *Subscriber) attachCredit(from bus.PeerInfo, pubID string) {
 		s.log.Info().Err(err).Str("publisher", from.ID+"/"+pubID).Msg("subscriber: credit cell not attached")
 		return
 	}
-	s.mu.Lock()
-	closed := s.closed
-	if !closed {
-		s.journalQPs = append(s.journalQPs, qp)
-	}
-	s.mu.Unlock()
-	if closed {
-		_ = qp.Close()
+	if !s.keepQP(qp) {
+		return
 	}
 	s.credits.Add(1)
 	s.log.Info().Str("publisher", from.ID+"/"+pubID).Msg("subscriber: credit cell attached")

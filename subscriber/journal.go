@@ -94,6 +94,17 @@ func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
 		s.log.Info().Err(err).Str("home", hi.Node.ID).Msg("subscriber: journal not attached")
 		return
 	}
+	if !s.keepQP(qp) {
+		return
+	}
+	s.journalAt.Store(hi.Epoch)
+	s.log.Info().Str("home", hi.Node.ID).Uint64("epoch", hi.Epoch).Uint32("slots", hd.JournalSlots).Msg("subscriber: journal attached")
+}
+
+// keepQP keeps qp (to a home's journal or a publisher's credit cells) for
+// Close to close, or closes it at once and reports false when Close has
+// already run.
+func (s *Subscriber) keepQP(qp rdma.QueuePair) bool {
 	s.mu.Lock()
 	closed := s.closed
 	if !closed {
@@ -102,8 +113,6 @@ func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
 	s.mu.Unlock()
 	if closed {
 		_ = qp.Close()
-		return
 	}
-	s.journalAt.Store(hi.Epoch)
-	s.log.Info().Str("home", hi.Node.ID).Uint64("epoch", hi.Epoch).Uint32("slots", hd.JournalSlots).Msg("subscriber: journal attached")
+	return !closed
 }

@@ -26,7 +26,7 @@ type Handler interface {
 // bus. Poll (or Run) from one goroutine; the rest is safe from any.
 type Subscriber struct {
 	cfg    Config
-	node   *bus.Node
+	node   Node
 	devs   *link.Devices
 	dev    rdma.Device
 	ring   *ring.Ring
@@ -74,11 +74,21 @@ type Subscriber struct {
 	closeErr  error
 }
 
+// Node is what a subscriber needs of the bus: who this node is, its
+// announcement and the publishers', the queue-pair exchange and the stats
+// subject. A *bus.Node is one.
+type Node interface {
+	bus.Self
+	bus.Announcer
+	bus.ConnectService
+	bus.StatsPublisher
+}
+
 // New registers a ring on the configured provider's device, announces it
 // on node and starts the stats loop. h may be nil (ticks are only counted
 // and timed). The node and the device set stay the caller's.
-func New(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config, h Handler) (*Subscriber, error) {
-	if node == nil || devs == nil {
+func New(ctx context.Context, node Node, devs *link.Devices, cfg Config, h Handler) (*Subscriber, error) {
+	if isNil(node) || devs == nil {
 		return nil, fmt.Errorf("%w: node and devices are required", ErrInvalidConfig)
 	}
 	if err := cfg.setDefaults(); err != nil {
@@ -166,4 +176,10 @@ func (s *Subscriber) Publishers() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.qps)
+}
+
+// isNil reports a missing node: nil, or a nil *bus.Node in the interface.
+func isNil(node Node) bool {
+	n, ok := node.(*bus.Node)
+	return node == nil || ok && n == nil
 }

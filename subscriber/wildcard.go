@@ -41,7 +41,7 @@ func (t topicHandler) OnEvent(ev ring.Event)  { t.h.OnEvent(t.topic, ev) }
 type Wildcard struct {
 	pat  bus.Pattern
 	cfg  Config
-	node *bus.Node
+	node Node
 	devs *link.Devices
 	h    TopicHandler
 	ctx  context.Context
@@ -68,8 +68,8 @@ const DiscoverEvery = 50 * time.Millisecond
 // plain topic works too), with cfg for each topic's Subscriber. h may not
 // be nil. ctx bounds each subscription's set-up, and the watch ends when
 // it ends or at Close.
-func NewWildcard(ctx context.Context, node *bus.Node, devs *link.Devices, cfg Config, h TopicHandler) (*Wildcard, error) {
-	if node == nil || devs == nil || h == nil {
+func NewWildcard(ctx context.Context, node Node, devs *link.Devices, cfg Config, h TopicHandler) (*Wildcard, error) {
+	if isNil(node) || devs == nil || h == nil {
 		return nil, fmt.Errorf("%w: node, devices and handler are required", ErrInvalidConfig)
 	}
 	pat, err := bus.ParsePattern(cfg.Topic)

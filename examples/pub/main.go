@@ -2,20 +2,14 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/tickbus/tickbus"
 )
 
 func main() {
-	c, err := tickbus.Connect(context.Background(), tickbus.WithEmbeddedNATS("127.0.0.1:4222"))
-	if err != nil {
-		panic(err)
-	}
-	pub, err := c.Publisher("demo")
+	c, err := tickbus.Connect(context.Background(), tickbus.WithEmbeddedNATS("127.0.0.1:4222"), tickbus.WithPublisherDefaults(tickbus.WithRate(1000)))
 	for px := int64(100 * tickbus.PriceScale); err == nil; px += tickbus.PriceScale / 100 {
-		_, err = pub.PublishTick(&tickbus.Tick{Instrument: 7, Kind: tickbus.Trade, Price: px, Size: 10})
-		time.Sleep(time.Millisecond)
+		err = c.Publish("demo", &tickbus.Tick{Instrument: 7, Kind: tickbus.Trade, Price: px, Size: 10})
 	}
 	panic(err)
 }

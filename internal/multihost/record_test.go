@@ -68,6 +68,20 @@ func ids(ts []delivered) []string {
 	return out
 }
 
+// firstDiff says where two lists of ids first differ ("" if they are
+// equal), in a line.
+func firstDiff(want, got []string) string {
+	for i := range min(len(want), len(got)) {
+		if want[i] != got[i] {
+			return fmt.Sprintf("at %d: want %s, got %s", i, want[i], got[i])
+		}
+	}
+	if len(want) != len(got) {
+		return fmt.Sprintf("lengths differ: want %d, got %d", len(want), len(got))
+	}
+	return ""
+}
+
 // event is one event a subscriber reported.
 type event struct {
 	kind     string
@@ -119,9 +133,9 @@ func readRecords(t *testing.T, path string) records {
 
 // accounted checks that the delivered ticks and the events together name
 // every sequence from..to exactly once, in increasing order: nothing lost
-// in silence, nothing twice. It returns how many sequences events named.
-func accounted(t *testing.T, name string, r records, from, to uint64) (lost uint64) {
-	t.Helper()
+// in silence, nothing twice. It returns how many sequences events named,
+// or an error that says which sequence was neither delivered nor named.
+func accounted(name string, r records, from, to uint64) (lost uint64, err error) {
 	next := from
 	ti, ei := 0, 0
 	for next <= to {
@@ -141,9 +155,11 @@ func accounted(t *testing.T, name string, r records, from, to uint64) (lost uint
 			if ei < len(r.events) {
 				ev = fmt.Sprintf("%s %d..%d", r.events[ei].kind, r.events[ei].from, r.events[ei].to)
 			}
-			t.Fatalf("%s: sequence %d neither delivered nor reported (next tick %q, next event %q)", name, next, tk, ev)
+			return lost, fmt.Errorf("%s: sequence %d neither delivered nor reported (next tick %q, next event %q)", name, next, tk, ev)
 		}
 	}
-	require.Equal(t, len(r.ticks), ti, "%s: ticks past %d", name, to)
-	return lost
+	if ti != len(r.ticks) {
+		return lost, fmt.Errorf("%s: %d ticks past %d", name, len(r.ticks)-ti, to)
+	}
+	return lost, nil
 }
