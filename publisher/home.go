@@ -44,16 +44,6 @@ func (p *Publisher) newHome(ctx context.Context, topic string, start uint64) ([]
 		_ = h.Close()
 		return nil, fmt.Errorf("publisher: the home's fence queue pair: %w", err)
 	}
-	// Both ends are confined: the fence's FETCH_AND_ADD reaches the
-	// counter only once the home's side grants it (without this every
-	// fence failed with a remote access error, and only the limit and the
-	// home's deregistration stopped claimants).
-	if err := ring.Grant(peer.qp, h.Region(), rdma.AccessRemoteAtomic); err != nil {
-		_ = fence.close()
-		_ = peer.close()
-		_ = h.Close()
-		return nil, fmt.Errorf("publisher: the home's fence queue pair: %w", err)
-	}
 	p.mu.Lock()
 	if old := p.home; old != nil {
 		p.retired = append(p.retired, old.Close)
