@@ -109,6 +109,12 @@ type NATSConfig struct {
 	// TLS: CAFile verifies the server; CertFile and KeyFile authenticate the
 	// client. Setting any of them requires TLS.
 	CAFile, CertFile, KeyFile string
+	// EmbeddedCertFile and EmbeddedKeyFile make the embedded server speak
+	// TLS only, with this certificate; CAFile (required with them) is what
+	// this node verifies it by. With CertFile and KeyFile set too, the
+	// embedded server requires every client to present a certificate that
+	// CAFile verifies (mutual TLS).
+	EmbeddedCertFile, EmbeddedKeyFile string
 	// ReconnectWait is the first reconnect delay; it doubles up to
 	// ReconnectMax, with jitter. Reconnects never stop.
 	ReconnectWait time.Duration
@@ -244,6 +250,18 @@ func (c Config) withDefaults() (Config, error) {
 	if (n.CertFile == "") != (n.KeyFile == "") {
 		return c, fmt.Errorf("%w: NATS.CertFile %q and NATS.KeyFile %q, want both or neither",
 			ErrInvalidConfig, n.CertFile, n.KeyFile)
+	}
+	if (n.EmbeddedCertFile == "") != (n.EmbeddedKeyFile == "") {
+		return c, fmt.Errorf("%w: NATS.EmbeddedCertFile %q and NATS.EmbeddedKeyFile %q, want both or neither",
+			ErrInvalidConfig, n.EmbeddedCertFile, n.EmbeddedKeyFile)
+	}
+	if n.EmbeddedCertFile != "" && n.CAFile == "" {
+		return c, fmt.Errorf("%w: NATS.EmbeddedCertFile %q without NATS.CAFile, want the CA this node verifies its embedded server by",
+			ErrInvalidConfig, n.EmbeddedCertFile)
+	}
+	if n.EmbeddedCertFile != "" && len(n.URLs) > 0 {
+		return c, fmt.Errorf("%w: NATS.EmbeddedCertFile %q with NATS.URLs %v, want one: no embedded server runs with URLs",
+			ErrInvalidConfig, n.EmbeddedCertFile, n.URLs)
 	}
 	if n.Token != "" && n.User != "" {
 		return c, fmt.Errorf("%w: NATS.Token and NATS.User both set, want one", ErrInvalidConfig)

@@ -47,8 +47,10 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 		return 0, err
 	}
 	if tl.direct && (tl.reliable == 0 || w.roomFor(tl, seq)) {
-		putBody(w.hdrs, seq, publishNs, uint32(len(payload)), typ, 0, w.pub)
-		w.directDeliver(tl, seq, w.hdrs, payload)
+		img := w.img[: hdrLen+len(payload) : hdrLen+len(payload)]
+		putBody(img, seq, publishNs, uint32(len(payload)), typ, 0, w.pub)
+		copy(img[hdrLen:], payload)
+		w.directDeliver(tl, seq, img)
 		addOwn(&w.stats.published, 1)
 		return seq, nil
 	}
@@ -130,6 +132,9 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 	}
 	if !w.inLimit(seq, 1) {
 		return 0, ErrFenced // before the room, as in Publish
+	}
+	if w.soloOn {
+		w.soloLeave() // arbitration needs the exact counter
 	}
 	if tl.reliable > 0 && !w.waitRoom(tl, seq) {
 		w.stats.backPressure.Add(1)
@@ -416,6 +421,14 @@ func (w *Writer) claim(n uint64) (uint64, error) { return w.claimRoom(nil, n) }
 func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 	if !w.inLimit(w.cached, n) { // fenced before claiming: nothing taken
 		return 0, ErrFenced
+	}
+	if w.soloOn {
+		if first, ok := w.soloClaim(n); ok {
+			if w.pending > 0 {
+				w.reapSome()
+			}
+			return w.fenced(first, n)
+		}
 	}
 	if w.faa {
 		orig, err := w.atomic(rdma.OpFetchAndAdd, 0, 0, n)

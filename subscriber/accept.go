@@ -81,7 +81,8 @@ func (s *Subscriber) publisherUp(p bus.PublisherInfo) {
 // ring's head when the ring looks full.
 func (s *Subscriber) attachCredit(from bus.PeerInfo, pubID string) {
 	defer s.wg.Done()
-	qp, err := s.dev.CreateQP(rdma.QPConfig{SendCQ: s.cq, RecvCQ: s.cq, SendDepth: 64, RecvDepth: 16})
+	// confined: the publisher reaches nothing of this node through it
+	qp, err := s.dev.CreateQP(ring.Confine(s.dev, rdma.QPConfig{SendCQ: s.cq, RecvCQ: s.cq, SendDepth: 64, RecvDepth: 16}))
 	if err != nil {
 		return
 	}
