@@ -95,14 +95,17 @@ func (h *Home) Desc() HomeDesc { return h.desc }
 // Counter is the next sequence to be claimed, read locally. For observers
 // and for choosing a late-joining ring's Start; claims go through a QP.
 func (h *Home) Counter() uint64 {
+	raw := at[hotLine](h.mr.Bytes(), offHot).Value.Load() // pairs with the QP atomics of every writer
 	if s := &h.solo; s.armed.Load() && s.req.Load() == 0 {
 		// A solo writer's run: the counter holds its end; this is the
-		// next sequence it hands out.
-		if v := s.next.Load() &^ soloBusy; v != 0 { // pairs with the writer's Store64
+		// next sequence it hands out. A counter that moved from the run's
+		// end (fenced) is the counter: the writer leaves solo at its next
+		// claim.
+		if v := s.next.Load() &^ soloBusy; v != 0 && raw == s.end.Load() { // pairs with the writer's Store64
 			return v
 		}
 	}
-	return at[hotLine](h.mr.Bytes(), offHot).Value.Load() // pairs with the QP atomics of every writer
+	return raw
 }
 
 // Close deregisters the home. Idempotent.
