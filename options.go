@@ -514,8 +514,9 @@ func WithBatch(n int) SubOption {
 }
 
 // WithPollIdle is what the polling goroutine does when the ring is empty
-// (default Adaptive(): spin for 50 µs after the last tick, yield, then
-// park up to 1ms; BusySpin() for the lowest latency on a core of its own).
+// (default Adaptive(): spin after the last tick for twice the recent gap
+// between ticks, 50 µs to 1 ms, yield, then park up to 1 ms, 4 ms after 1 s
+// without ticks; BusySpin() for the lowest latency on a core of its own).
 func WithPollIdle(idle rdma.IdleStrategy) SubOption {
 	return func(o *subOptions) error {
 		if idle == nil {
