@@ -54,19 +54,32 @@ func (w *Writer) SetLimit(limit uint64) {
 // claimed in time and is being written when the process stalls still
 // lands when it resumes (no check can stop a copy under way); the lease's
 // last quarter is the margin for it. The zero time removes the bound.
-// Safe from any goroutine. It costs one clock read per claim while set.
+// Safe from any goroutine.
+//
+// While set, a claim costs a TSC read, and a clock read only near the end
+// (leaseclock.go).
 func (w *Writer) SetLeaseEnd(end time.Time) {
 	if end.IsZero() {
+		w.leaseTSC.Store(0)
 		w.lease.Store(0) // pairs with the Load in claimable
 		return
 	}
-	w.lease.Store(max(monoNs()+int64(time.Until(end)), 1)) // pairs with the Load in claimable
+	tsc, now := rdtsc(), monoNs()
+	tscObserve(tsc, now)
+	e := max(now+int64(time.Until(end)), 1)
+	w.leaseTSC.Store(0) // never a fast deadline beyond the lease being stored
+	w.lease.Store(e)    // pairs with the Load in claimable
+	w.leaseTSC.Store(tscDeadline(tsc, now, e))
 }
 
 // claimable is inLimit for a claim just made: also within the lease end.
 func (w *Writer) claimable(first, n uint64) bool {
-	if e := w.lease.Load(); e != 0 && monoNs() >= e { // pairs with the Store in SetLeaseEnd
-		return false
+	if e := w.lease.Load(); e != 0 { // pairs with the Store in SetLeaseEnd
+		if d := w.leaseTSC.Load(); d == 0 || rdtsc() >= d {
+			if monoNs() >= e {
+				return false
+			}
+		}
 	}
 	return w.inLimit(first, n)
 }

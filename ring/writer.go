@@ -241,11 +241,12 @@ type Writer struct {
 	flow
 	_ [LineSize]byte
 
-	targets atomic.Pointer[targetList]
-	stats   writerStats
-	fence   atomic.Uint64 // SetLimit; the hot path loads it once per claim (epoch.go)
-	lease   atomic.Int64  // SetLeaseEnd: monoNs from which no claim is written; 0 none (epoch.go)
-	retire  atomic.Bool   // retired holds mappings to release (begin)
+	targets  atomic.Pointer[targetList]
+	stats    writerStats
+	fence    atomic.Uint64 // SetLimit; the hot path loads it once per claim (epoch.go)
+	lease    atomic.Int64  // SetLeaseEnd: monoNs from which no claim is written; 0 none (epoch.go)
+	leaseTSC atomic.Int64  // SetLeaseEnd: the TSC before which the lease surely holds; 0: read the clock (leaseclock.go)
+	retire   atomic.Bool   // retired holds mappings to release (begin)
 
 	// Control plane.
 	mu        sync.Mutex
