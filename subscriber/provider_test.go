@@ -138,7 +138,7 @@ func nilIfEmpty(s string) []string {
 func TestProviders_ConnectOverUnavailableProvider_RefusedClearly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "refuse", HostID: "hostA"})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "refuse", HostID: "hostA", LeaseTTL: testLease})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: "hostA"})
