@@ -21,7 +21,7 @@ func openNode(ctx context.Context, c *config.Config, log zerolog.Logger) (*bus.N
 			NKeySeedFile: b.NKeySeedFile, CredsFile: b.CredsFile, CAFile: b.CAFile, CertFile: b.CertFile, KeyFile: b.KeyFile},
 		Providers:         link.Providers(),
 		Provider:          b.Override(),
-		HeartbeatInterval: b.HeartbeatInterval, HeartbeatTimeout: b.HeartbeatTimeout,
+		HeartbeatInterval: b.HeartbeatInterval, HeartbeatTimeout: b.HeartbeatTimeout, LeaseTTL: b.LeaseTTL,
 		Authorization: bus.Authorization{Publish: b.Authorization.Publish, Subscribe: b.Authorization.Subscribe},
 		Logger:        &log,
 	})
