@@ -56,8 +56,11 @@ func TestNode_Churn_PublisherViewsConvergeToLiveSubscribers(t *testing.T) {
 			}
 		}
 		slices.Sort(want)
-		require.Eventually(t, func() bool { return slices.Equal(keys(pubs[topic].Subscribers()), want) }, eventually, tick,
-			"topic %s: view %v, want %v", topic, keys(pubs[topic].Subscribers()), want)
+		if !assert.Eventually(t, func() bool { return slices.Equal(keys(pubs[topic].Subscribers()), want) }, eventually, tick) {
+			// the view at the deadline (Eventually's message is made before it waits)
+			t.Fatalf("topic %s: view %v after %v, want %v; peers seen by the publisher's node: %d", topic, keys(pubs[topic].Subscribers()),
+				eventually, want, len(nodes[slices.Index(topics, topic)].Peers()))
+		}
 		// every subscriber was reported gone as often as it came, but the live
 		// ones once less (callbacks run just after the view changes: wait)
 		balanced := func() error {
