@@ -39,7 +39,7 @@ func TestCluster_TwoPubsTwoSubs_SameOrder_LateSubscriberServed(t *testing.T) {
 	// short default a loaded CI host misses renewals and fails over (the
 	// sequences jump to a new epoch's range).
 	common := []string{"--nats", url, "--topic", "cluster", "--idle", "yield", "--json", "--log-level", "info", "--log-format", "json",
-		"--lease-ttl", "30s"}
+		"--lease-ttl", testLease}
 	sub := func(name string) *proc {
 		return start(t, ctx, name, tickbus, nil, append([]string{"sub", "--node-id", name, "--interval", "200ms",
 			"--seq-log", filepath.Join(dir, name+".seq")}, common...)...)
