@@ -51,7 +51,7 @@ const pubTimeout = 10 * time.Second
 // the second publisher claims on the first's home over tcp. Both rings are
 // on shm and registered on tcp too; both see every tick in one order.
 func TestProviders_ShmAndTCPInOneTopic_OneOrder(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second) // four nodes and a home to find under -race on a loaded host
 	defer cancel()
 	open := func(id, host, url string) (*bus.Node, *link.Devices) {
 		// a long lease: on a starved test machine a 1 s lease may rightly be
