@@ -117,3 +117,12 @@ func TestConfig_YAMLKeysAreTheFlagNames(t *testing.T) {
 	bad.KnownFields(true)
 	assert.Error(t, bad.Decode(&cfg), "only the flag spelling is a key")
 }
+
+// tickbus-tcp-remotehome runs only when named, after the table's cases.
+func TestConfig_ExtraCase_OnlyWhenNamed(t *testing.T) {
+	cfg := DefaultConfig()
+	assert.NotContains(t, cfg.selected(), CaseTickbusTCPRemoteHome)
+	cfg.Cases = []string{CaseTickbusTCPRemoteHome, CaseTickbusTCP}
+	require.NoError(t, cfg.Validate())
+	assert.Equal(t, []string{CaseTickbusTCP, CaseTickbusTCPRemoteHome}, cfg.selected())
+}

@@ -20,13 +20,18 @@ import (
 // harness's loop polls on its pinned thread) on the other. Discovery, the
 // queue-pair and descriptor exchange, the choice of the topic's home (its
 // first publisher) and the provider per peer are the bus's, as in
-// production; tickbus-tcp forces the tcp provider (WithProvider). The
+// production; tickbus-tcp forces the tcp provider (WithProvider). Its home
+// is where a deployment has it: the publisher, in its own process, whose
+// claims are CPU atomics on its own counter (tcp maps a loopback pair in
+// one process directly, rdma/tcp/direct.go); the ring writes, the
+// subscriber's credits and the journal READs cross tcp (loopback). The
 // publisher and subscriber loops are the same as every other case's
 // (loops.go).
 
 func init() {
 	transports[CaseTickbusShm] = transport{openTx: openTBTx, openRx: openTBRx}
 	transports[CaseTickbusTCP] = transport{openTx: openTBTx, openRx: openTBRx}
+	transports[CaseTickbusTCPRemoteHome] = transport{openTx: openTBTx, openRx: openTBRx}
 }
 
 // tbTopic is the bus topic of the harness's topic t (0: publishers to
@@ -99,7 +104,7 @@ func tbConnect(a roleArgs) (*tickbus.Client, error) {
 	defer tbClient.mu.Unlock()
 	if tbClient.c == nil {
 		opts := []tickbus.Option{tickbus.WithNATS(a.url), tickbus.WithConnectTimeout(30 * time.Second), tickbus.WithLeaseTTL(tbLease)}
-		if a.transport == CaseTickbusTCP {
+		if a.transport == CaseTickbusTCP || a.transport == CaseTickbusTCPRemoteHome {
 			opts = append(opts, tickbus.WithProvider(rdma.ProviderTCP))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -236,6 +241,8 @@ type tbRx struct {
 	// ring may lose an end mark to an overrun).
 	stopAt atomic.Int64
 	lastOK int64
+	// home is the topic's home in tickbus-tcp-remotehome (nil otherwise).
+	home *tickbus.Publisher
 }
 
 type tbItem struct{ seq, ts int64 }
@@ -256,6 +263,16 @@ func openTBRx(a roleArgs, topic int) (rxPort, error) {
 		return nil, err
 	}
 	r := &tbRx{codec: newCodec(), idle: idle, pend: make([]tbItem, 0, tbReadBatch)}
+	if a.transport == CaseTickbusTCPRemoteHome && topic == 0 && a.index == 0 {
+		// The first publisher of a topic is its home: this one, which
+		// publishes nothing, so the harness's publisher claims over tcp.
+		home, err := c.Publisher(tbTopic(topic), tickbus.WithSlotSize(tbSlotSize(a.size)), tickbus.WithPublisherID(uint32(1000+a.index)))
+		if err != nil {
+			_ = tbRelease()
+			return nil, fmt.Errorf("bench: the remote home: %w", err)
+		}
+		r.home = home
+	}
 	opts := []tickbus.SubOption{
 		tickbus.WithManualPoll(), tickbus.WithRing(floorSlots, tbSlotSize(a.size)), tickbus.WithBatch(tbReadBatch),
 		tickbus.WithSubscriberName(fmt.Sprintf("s%d", a.index)),
@@ -265,6 +282,9 @@ func openTBRx(a roleArgs, topic int) (rxPort, error) {
 	}
 	s, err := c.Subscribe(tbTopic(topic), r, opts...)
 	if err != nil {
+		if r.home != nil {
+			_ = r.home.Close()
+		}
 		_ = tbRelease()
 		return nil, err
 	}
@@ -344,4 +364,10 @@ func (r *tbRx) next(deadline int64) (int64, int64, error) {
 // stopWhenQuiet is the parent's "every publisher is done".
 func (r *tbRx) stopWhenQuiet() { r.stopAt.Store(nanotime()) }
 
-func (r *tbRx) close() error { return errors.Join(r.s.Close(), tbRelease()) }
+func (r *tbRx) close() error {
+	err := r.s.Close()
+	if r.home != nil {
+		err = errors.Join(err, r.home.Close())
+	}
+	return errors.Join(err, tbRelease())
+}

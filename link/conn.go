@@ -47,9 +47,21 @@ func OpenConfined(dev rdma.Device, p Profile) (Conn, error) {
 	return open(dev, p, dev.Caps().GrantPerQP)
 }
 
+// tcpSendScale deepens a tcp queue pair's send queue. Its entries cost a
+// few bytes (the payload is copied into the QP's send buffer at post time,
+// so the writer's staging may be reused as soon as a WRITE is posted), and
+// a queue of 256 runs dry within one acknowledgement's round trip, which a
+// loaded host stretches to milliseconds: the stream then stops and starts
+// with it. The CQ keeps its depth while it still holds every outstanding
+// request's completion.
+const tcpSendScale = 8
+
 func open(dev rdma.Device, p Profile, confined bool) (Conn, error) {
 	if p.SendDepth <= 0 || p.RecvDepth <= 0 || p.CQDepth <= 0 {
 		return Conn{}, fmt.Errorf("%w: send %d, recv %d, cq %d, want all > 0", ErrInvalidProfile, p.SendDepth, p.RecvDepth, p.CQDepth)
+	}
+	if dev.Provider() == rdma.ProviderTCP {
+		p.SendDepth = min(p.SendDepth*tcpSendScale, max(p.CQDepth, p.SendDepth), dev.Caps().MaxQPDepth)
 	}
 	cq, err := dev.CreateCQ(p.CQDepth)
 	if err != nil {

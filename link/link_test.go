@@ -1,6 +1,7 @@
 package link
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -80,6 +81,38 @@ func TestOpen_MakesASizedPairAndRefusesABadProfile(t *testing.T) {
 	assert.NoError(t, Conn{}.Close(), "the zero Conn closes nothing")
 }
 
+// A tcp writer's send queue is deeper than the profile's, within its CQ:
+// posts beyond Writer.SendDepth are taken until the CQ's depth.
+func TestOpen_TCPWriter_DeeperSendQueue(t *testing.T) {
+	devs := NewDevices(DevicesConfig{HostID: "h"})
+	defer devs.Close()
+	dev, err := devs.Get(rdma.ProviderTCP)
+	require.NoError(t, err)
+	p := Profile{SendDepth: 4, RecvDepth: 4, CQDepth: 16}
+	a, err := Open(dev, p)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(dev, p)
+	require.NoError(t, err)
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, a.QP.Connect(ctx, b.QP.LocalEndpoint()))
+	require.NoError(t, b.QP.Connect(ctx, a.QP.LocalEndpoint()))
+	mr, err := dev.RegisterMemory(4096, rdma.AccessLocalWrite|rdma.AccessRemoteWrite)
+	require.NoError(t, err)
+	defer mr.Close()
+	posted := 0
+	for ; posted < 64; posted++ {
+		wr := rdma.WorkRequest{Op: rdma.OpWrite, Local: rdma.LocalSGE(mr, 0, 8), Remote: rdma.RemoteAddr{Addr: mr.Addr() + 8, RKey: mr.RKey()}}
+		if err := a.QP.PostSend(&wr); err != nil {
+			require.ErrorIs(t, err, rdma.ErrSendQueueFull)
+			break
+		}
+	}
+	assert.Equal(t, 16, posted, "the CQ's depth, not the profile's 4 (nor 8×4)")
+}
+
 func TestBackoff_DoublesUpToMaxAndBoundsAttempts(t *testing.T) {
 	assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond},
 		[]time.Duration{Connect.Delay(1), Connect.Delay(2), Connect.Delay(3), Connect.Delay(4), Connect.Delay(5)})
@@ -87,4 +120,33 @@ func TestBackoff_DoublesUpToMaxAndBoundsAttempts(t *testing.T) {
 	assert.False(t, Connect.More(6))
 	assert.Equal(t, 2*time.Second, Reconnect.Delay(50))
 	assert.True(t, Reconnect.More(1000), "until the caller stops")
+}
+
+// The tcp device link opens maps an unconfined loopback peer's memory
+// (tcp.Config.DirectLoopback): a publisher's claims on its own home are CPU
+// atomics, and ring.Writer takes that path (ring/direct.go).
+func TestDevices_TCP_LoopbackPairMapsDirect(t *testing.T) {
+	devs := NewDevices(DevicesConfig{HostID: "h"})
+	defer devs.Close()
+	dev, err := devs.Get(rdma.ProviderTCP)
+	require.NoError(t, err)
+	w, err := OpenConfined(dev, Writer)
+	require.NoError(t, err)
+	defer w.Close()
+	home, err := Open(dev, Writer)
+	require.NoError(t, err)
+	defer home.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, w.QP.Connect(ctx, home.QP.LocalEndpoint()))
+	require.NoError(t, home.QP.Connect(ctx, w.QP.LocalEndpoint()))
+	mr, err := dev.RegisterMemory(4096, rdma.AccessLocalWrite|rdma.AccessRemote)
+	require.NoError(t, err)
+	defer mr.Close()
+	dmr, ok := w.QP.(rdma.DirectMapper)
+	require.True(t, ok)
+	dm, err := dmr.Direct(rdma.RemoteRegion{Addr: mr.Addr(), RKey: mr.RKey(), Len: 8}, rdma.AccessRemoteAtomic)
+	require.NoError(t, err)
+	assert.True(t, dm.Live())
+	require.NoError(t, dm.Close())
 }

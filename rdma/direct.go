@@ -5,8 +5,10 @@ package rdma
 // a remote region, so a hot path can store into them and run CPU atomics on
 // them without a work request or a completion. Only a provider whose
 // atomics are CPU atomics on that same memory (Caps.Atomic == AtomicGlobal)
-// implements it; tcp and verbs do not, and callers keep the work-request
-// path for them.
+// implements it: shm for every peer, tcp only for an unconfined peer QP of
+// the same device (a loopback pair within one process, with
+// tcp.Config.DirectLoopback); verbs does not. Callers keep the
+// work-request path when Direct fails.
 type DirectMapper interface {
 	// Direct maps remote (Addr..Addr+Len) with the rights need after the
 	// checks a WRITE, READ or atomic of the same range would get: the rkey

@@ -52,6 +52,13 @@ type Config struct {
 	// blocked in a system call holds a scheduler slot (a P) that other
 	// goroutines wait for until the runtime takes it back.
 	ReadSpins int
+	// DirectLoopback lets a QP whose peer is an unconfined QP of this very
+	// device hand out that memory through rdma.DirectMapper (direct.go), so
+	// that a publisher claims on its own home with CPU atomics instead of a
+	// round trip through the loopback socket. Default off: every op goes
+	// on the wire, as the provider's own tests want it; the link layer
+	// (link.Devices) turns it on.
+	DirectLoopback bool
 }
 
 const (

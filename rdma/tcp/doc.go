@@ -23,7 +23,8 @@
 // an aligned 8-byte WRITE is one atomic store. Requests on one connection
 // are applied in order, so a payload WRITE followed by a stamp WRITE is seen
 // in that order. WRITE and SEND acknowledgements are cumulative and written
-// when the responder has no more buffered input.
+// when the responder has no more buffered input, or after 64 of them while
+// it has (a streaming requester gets room back before its queue fills).
 //
 // Errors follow verbs: an error completion moves the requester's QP to ERR,
 // and what is outstanding completes with StatusFlushed. A broken connection

@@ -28,6 +28,12 @@ type region struct {
 	users atomic.Int64 // goroutines inside acquire/release
 	dead  atomic.Bool  // set by Close before it waits for users to drain
 
+	// Direct mappings (direct.go) hold owned memory mapped past Close: the
+	// last of Close and the mappings' Close unmaps it.
+	mapMu   sync.Mutex
+	maps    int
+	closing bool
+
 	once     sync.Once
 	closeErr error
 }
@@ -66,7 +72,8 @@ func (r *region) span(addr, n uint64) ([]byte, bool) {
 }
 
 // Close deregisters the region: later ops naming its keys fail. It waits
-// for ops already inside the memory, then unmaps memory it owns.
+// for ops already inside the memory, then unmaps memory it owns, or leaves
+// that to the last direct mapping's Close.
 func (r *region) Close() error {
 	r.once.Do(func() {
 		r.dev.forget(r)
@@ -74,11 +81,38 @@ func (r *region) Close() error {
 		for r.users.Load() != 0 {
 			runtime.Gosched()
 		}
-		if r.owned != nil {
+		r.mapMu.Lock()
+		r.closing = true
+		unmap := r.maps == 0
+		r.mapMu.Unlock()
+		if unmap && r.owned != nil {
 			r.closeErr = r.owned.Close()
 		}
 	})
 	return r.closeErr
+}
+
+// mapRef takes a direct mapping's reference; false once the region closed.
+func (r *region) mapRef() bool {
+	r.mapMu.Lock()
+	defer r.mapMu.Unlock()
+	if r.closing || r.dead.Load() {
+		return false
+	}
+	r.maps++
+	return true
+}
+
+// mapUnref drops a mapping's reference; the last one after Close unmaps.
+func (r *region) mapUnref() error {
+	r.mapMu.Lock()
+	r.maps--
+	unmap := r.maps == 0 && r.closing
+	r.mapMu.Unlock()
+	if unmap && r.owned != nil {
+		return r.owned.Close()
+	}
+	return nil
 }
 
 // keyTable maps keys to regions. It is replaced whole on every change, so

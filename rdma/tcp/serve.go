@@ -27,7 +27,11 @@ func (q *QP) serve(c *rawConn) {
 	var err error
 	expect := uint64(1)
 	for {
-		if br.Buffered() == 0 {
+		// Answer when the input runs dry, and at least every ackEvery
+		// requests while it does not: a requester streaming into a full
+		// pipe would otherwise hear nothing until it stops, its send queue
+		// filling and draining in lock step with the round trip.
+		if br.Buffered() == 0 || s.unacked >= ackEvery {
 			if err = s.flushAck(); err != nil {
 				break
 			}
@@ -80,6 +84,13 @@ func (q *QP) serve(c *rawConn) {
 	c.shutdown()
 }
 
+// ackEvery bounds the WRITEs and SENDs a responder applies, while more
+// input is buffered, before it writes their cumulative ACK: a quarter of the
+// send queue of the link layer's writers (256), so that a streaming
+// requester gets room back well before its queue is full, at one 24-byte
+// write per 64 requests.
+const ackEvery = 64
+
 // responder is serve's state.
 type responder struct {
 	q       *QP
@@ -87,6 +98,7 @@ type responder struct {
 	max     uint32
 	scratch []byte
 	ackUpto uint64 // highest applied seq whose ACK is owed; 0 for none
+	unacked int    // requests applied since the last response written
 	out     [respHeaderLen]byte
 }
 
@@ -100,7 +112,7 @@ func (s *responder) flushAck() error {
 // respond writes a response; it answers every earlier request too.
 func (s *responder) respond(r response, data []byte) error {
 	r.put(s.out[:])
-	s.ackUpto = 0
+	s.ackUpto, s.unacked = 0, 0
 	if _, err := s.bw.Write(s.out[:]); err != nil {
 		return err
 	}
@@ -168,6 +180,7 @@ func (s *responder) apply(r *request, payload []byte) error {
 		}
 		putBytes(dst, payload)
 		reg.release()
+		s.unacked++
 		if r.op == rdma.OpWriteImm {
 			q.rcq.push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecvImm, QPN: q.num, Bytes: r.len, Imm: r.imm})
 		}
@@ -193,6 +206,7 @@ func (s *responder) apply(r *request, payload []byte) error {
 		}
 		q.rcq.push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecv, QPN: q.num, Bytes: r.len, Imm: r.imm})
 		s.ackUpto = r.seq
+		s.unacked++
 		return nil
 	case rdma.OpRead:
 		reg, src, st := s.remoteSpan(r.rkey, r.raddr, uint64(r.len), rdma.AccessRemoteRead)
