@@ -24,6 +24,11 @@ import (
 // cores) can miss renewals, and the home moves to a new epoch mid-test.
 const testLease = 30 * time.Second
 
+// testHeartbeat is their peers' heartbeat timeout, for the same reason: a
+// home whose heartbeats a loaded host delays past the 2 s default is aged
+// out, and its publishers fail over (ErrNoHome under -race).
+const testHeartbeat = 10 * time.Second
+
 type collect struct {
 	mu     sync.Mutex
 	seqs   []uint64
@@ -58,10 +63,10 @@ func (c *collect) count() int {
 func TestPubSub_InProcess_DeliversEveryTickInOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err := bus.Open(ctx, bus.Config{NodeID: "a", LeaseTTL: testLease})
+	a, err := bus.Open(ctx, bus.Config{NodeID: "a", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := bus.Open(ctx, bus.Config{NodeID: "b", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}, LeaseTTL: testLease})
+	b, err := bus.Open(ctx, bus.Config{NodeID: "b", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}, LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer b.Close()
 	devA, devB := link.NewDevices(link.DevicesConfig{HostID: a.HostID()}), link.NewDevices(link.DevicesConfig{HostID: b.HostID()})
@@ -114,7 +119,7 @@ func (c *counting) OnEvent(ring.Event)     { c.events++ }
 func TestPubSub_PublishAndPoll_AllocateNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "allocs", LeaseTTL: testLease})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "allocs", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -189,7 +194,7 @@ func TestPubSub_PublishAndPoll_AllocateNothing(t *testing.T) {
 func TestSubscriber_Close_IsIdempotentAndCountersSurviveIt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "closer", LeaseTTL: testLease})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "closer", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -214,7 +219,7 @@ func TestSubscriber_Close_IsIdempotentAndCountersSurviveIt(t *testing.T) {
 func TestSubscriber_New_RejectsBadConfig(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "bad", LeaseTTL: testLease})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "bad", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -232,7 +237,7 @@ func TestSubscriber_New_RejectsBadConfig(t *testing.T) {
 func TestPubSub_Reliable_SlowSubscriberLosesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "rel", LeaseTTL: testLease})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "rel", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -272,7 +277,7 @@ func TestPubSub_Reliable_SlowSubscriberLosesNothing(t *testing.T) {
 func TestPubSub_Reliable_AttachesCreditCellAndJournal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "relc", LeaseTTL: testLease})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "relc", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -306,7 +311,7 @@ func TestPubSub_Reliable_AttachesCreditCellAndJournal(t *testing.T) {
 func TestPubSub_LateSubscriber_StartsAtTheHomesCounter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "late", LeaseTTL: testLease})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "late", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -363,7 +368,7 @@ func TestPubSub_LateSubscriber_StartsAtTheHomesCounter(t *testing.T) {
 func TestPubSub_PublisherClosed_ItsQueuePairsGo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "gone", LeaseTTL: testLease})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "gone", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})

@@ -56,7 +56,7 @@ func TestProviders_ShmAndTCPInOneTopic_OneOrder(t *testing.T) {
 	open := func(id, host, url string) (*bus.Node, *link.Devices) {
 		// a long lease: on a starved test machine a 1 s lease may rightly be
 		// lost (and the home fail over), which is not what this test is about
-		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: host, NATS: bus.NATSConfig{URLs: nilIfEmpty(url)}, LeaseTTL: testLease})
+		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: host, NATS: bus.NATSConfig{URLs: nilIfEmpty(url)}, LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = n.Close() })
 		d := link.NewDevices(link.DevicesConfig{HostID: host})
@@ -141,7 +141,7 @@ func nilIfEmpty(s string) []string {
 func TestProviders_ConnectOverUnavailableProvider_RefusedClearly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "refuse", HostID: "hostA", LeaseTTL: testLease})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "refuse", HostID: "hostA", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: "hostA"})
@@ -175,11 +175,11 @@ func TestProviders_TCPAllocatedRingAndHome_ServeShmPeers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// the long lease of the test above, for the same reason
-	a, err := bus.Open(ctx, bus.Config{NodeID: "ta", HostID: "hostA", LeaseTTL: testLease})
+	a, err := bus.Open(ctx, bus.Config{NodeID: "ta", HostID: "hostA", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer a.Close()
 	open := func(id string) (*bus.Node, *link.Devices) {
-		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: "hostA", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}, LeaseTTL: testLease})
+		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: "hostA", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}, LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = n.Close() })
 		d := link.NewDevices(link.DevicesConfig{HostID: "hostA"})
