@@ -200,10 +200,11 @@ func BusySpin() IdleStrategy { return rdma.BusySpin{} }
 // Yield gives the CPU to the scheduler between polls.
 func Yield() IdleStrategy { return rdma.Yield{} }
 
-// Adaptive spins for 50 µs after the last work (letting other threads have
-// the core every 64 polls), yields for 950 µs more, then parks up to 1ms:
-// a subscription's default. Microseconds while ticks flow, next to no CPU
-// when idle.
+// Adaptive spins after the last work for twice the recent gap between
+// works (50 µs to 1 ms; letting other threads have the core every 64
+// polls), yields until 1 ms, then parks up to 1 ms, and 4 ms after 1 s
+// without work: a subscription's default. Microseconds while ticks flow,
+// next to no CPU when idle.
 func Adaptive() IdleStrategy { return rdma.NewAdaptive() }
 
 // Backoff spins 10 polls, yields 5, then parks up to 1ms.

@@ -261,7 +261,7 @@ func WithConnectTimeout(d time.Duration) Option {
 }
 
 // WithLeaseTTL is how long a topic's home, if this client becomes it,
-// holds its lease without renewing (default 1s, at least 100ms). The home
+// holds its lease without renewing (default 750ms, at least 100ms). The home
 // renews every ttl/4 and gives the home up when it has not renewed for 3/4
 // of it; a dead home's successor is elected once the lease expires. A
 // longer lease rides out a starved process (a loaded machine, the race
@@ -514,8 +514,9 @@ func WithBatch(n int) SubOption {
 }
 
 // WithPollIdle is what the polling goroutine does when the ring is empty
-// (default Adaptive(): spin for 50 µs after the last tick, yield, then
-// park up to 1ms; BusySpin() for the lowest latency on a core of its own).
+// (default Adaptive(): spin after the last tick for twice the recent gap
+// between ticks, 50 µs to 1 ms, yield, then park up to 1 ms, 4 ms after 1 s
+// without ticks; BusySpin() for the lowest latency on a core of its own).
 func WithPollIdle(idle rdma.IdleStrategy) SubOption {
 	return func(o *subOptions) error {
 		if idle == nil {

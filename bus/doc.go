@@ -10,7 +10,8 @@
 // port, JetStream in a temporary directory removed at Close) that requires
 // this user's token (EmbeddedToken, kept in RuntimeDir); Node.ClientURL gives its URL with
 // the token so that other nodes and NATS tools can join it, and a node
-// dialling a loopback server without credentials presents the token itself. With URLs the node connects to an
+// dialling a loopback server without credentials presents the token itself
+// (NATSConfig.EmbeddedCertFile makes the embedded server TLS only). With URLs the node connects to an
 // external server or cluster with user/password, token, nkey seed file,
 // creds file and TLS as configured (NATSConfig.WaitForServer lets Open wait
 // for a server that is not up yet). It reconnects forever with capped,

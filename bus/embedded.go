@@ -14,8 +14,10 @@ import (
 // given, JetStream (homes are elected in its key-value buckets) with its
 // store in a fresh temporary directory the caller removes after Shutdown,
 // no logging, no signal handlers. Clients must present token (see
-// embeddedToken); "" would let anyone in.
-func startEmbedded(listen, name, token string) (*server.Server, string, error) {
+// embeddedToken); "" would let anyone in. With c.EmbeddedCertFile the
+// server speaks TLS only, and verifies client certificates by c.CAFile
+// when c has a client certificate of its own.
+func startEmbedded(listen, name, token string, c NATSConfig) (*server.Server, string, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: embedded listen %q: %v", ErrConnect, listen, err)
@@ -45,6 +47,17 @@ func startEmbedded(listen, name, token string) (*server.Server, string, error) {
 		HTTPPort:           0,
 		// Authorization is the token every client must present.
 		Authorization: token,
+	}
+	if c.EmbeddedCertFile != "" {
+		verify := c.CertFile != ""
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: c.EmbeddedCertFile, KeyFile: c.EmbeddedKeyFile,
+			CaFile: c.CAFile, Verify: verify})
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, "", fmt.Errorf("%w: NATS.EmbeddedCertFile %q / EmbeddedKeyFile %q / CAFile %q: %v",
+				ErrInvalidConfig, c.EmbeddedCertFile, c.EmbeddedKeyFile, c.CAFile, err)
+		}
+		opts.TLSConfig, opts.TLS, opts.TLSVerify, opts.TLSTimeout = tc, true, verify, 2
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

@@ -224,6 +224,7 @@ func (n *Node) becomeHome(ctx context.Context, p *Publication, epoch uint64, lea
 		}
 		return fail(fmt.Errorf("%w: home subscription for %q: %v", ErrConnect, topic, err))
 	}
+	p.setLease(epoch, leaseAt.Add(n.fenceAfter())) // before the first claim on the new counter
 	n.mu.Lock()
 	slot.owner, slot.desc, slot.sub, slot.rec, slot.rev = p, desc, sub, rec, rev
 	n.wakeLocked(topic)

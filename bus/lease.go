@@ -312,6 +312,37 @@ func (n *Node) wakeLocked(topic string) {
 	}
 }
 
+// fenceAfter is how long after its last renewal a home gives itself up:
+// three quarters of the lease, so claims it granted land before the lease
+// can expire elsewhere.
+func (n *Node) fenceAfter() time.Duration { return n.cfg.LeaseTTL * 3 / 4 }
+
+// LeaseEnd is, for a home this publication holds or held in epoch, when
+// the home gives itself up unless it renews its lease again (its last
+// renewal plus three quarters of LeaseTTL); the zero time if it held no
+// home in that epoch. A claim on the home's counter completed after it
+// must not be written (ring.Writer.SetLeaseEnd): the process may have
+// stalled past its lease (SIGSTOP, CPU starvation) and run its publishing
+// goroutine before its lease loop could fence the home.
+func (p *Publication) LeaseEnd(epoch uint64) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leaseEpoch != epoch {
+		return time.Time{}
+	}
+	return p.leaseEnd
+}
+
+// setLease records the home's lease end and hands it to OnLease.
+func (p *Publication) setLease(epoch uint64, end time.Time) {
+	p.mu.Lock()
+	p.leaseEpoch, p.leaseEnd = epoch, end
+	p.mu.Unlock()
+	if f := p.spec.OnLease; f != nil {
+		f(epoch, end)
+	}
+}
+
 // holdLease renews the lease of a home held here every LeaseTTL/4 and
 // extends its reservation when less than half a chunk is left. A renewal
 // that finds the lease taken, or no renewal for 3/4 of the TTL, loses the
@@ -323,7 +354,7 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 	ttl := n.cfg.LeaseTTL
 	// Renew four times a lease, each try bounded to one interval, so a
 	// slow reply still leaves two more tries before the fence.
-	renewEvery, fenceAfter := ttl/4, ttl*3/4
+	renewEvery, fenceAfter := ttl/4, n.fenceAfter()
 	t := time.NewTicker(min(ttl/20, 25*time.Millisecond))
 	defer t.Stop()
 	val := n.leaseValue()
@@ -351,11 +382,15 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 			ctx, cancel := context.WithTimeout(n.ctx, fenceAfter-now.Sub(s.leaseAt))
 			rev, err := leases.Update(ctx, kvKey(topic), val, s.leaseRev)
 			cancel()
+			at := s.leaseAt
 			if err == nil {
 				s.leaseRev, s.leaseAt = rev, now
 			} else if lost := n.checkLease(topic, s, leases, val, now, err); lost != nil {
 				n.loseHome(topic, s, lost)
 				return
+			}
+			if s.leaseAt != at {
+				s.owner.setLease(s.epoch, s.leaseAt.Add(fenceAfter))
 			}
 		}
 		if f := s.owner.spec.HomeCounter; f != nil {
@@ -393,7 +428,14 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 // revision: adopt it), a conflict or a missing key means the lease is
 // gone (returned as the reason), anything else is retried.
 func (n *Node) checkLease(topic string, s *homeSlot, leases jetstream.KeyValue, val []byte, sent time.Time, renewErr error) error {
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.LeaseTTL/4)
+	// Bounded by the fence too: a look that outlasts it would keep the
+	// home granting claims after it must have given up (the chaos test's
+	// homes gave up at 1s of a 1s lease, not at 3/4).
+	left := n.fenceAfter() - time.Since(s.leaseAt)
+	if left <= 0 {
+		return fmt.Errorf("%w: lease of %q not renewed for %v (%v)", ErrHomeLost, topic, time.Since(s.leaseAt), renewErr)
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, min(n.cfg.LeaseTTL/4, left))
 	defer cancel()
 	e, err := leases.Get(ctx, kvKey(topic))
 	switch {

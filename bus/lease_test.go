@@ -108,3 +108,64 @@ func TestLease_HomeStopsRenewing_SuccessorTakesOverAtReservation(t *testing.T) {
 	}
 	t.Logf("home stopped renewing; successor heard it after %v, was home after %v (LeaseTTL 1s)", heard, took)
 }
+
+// The home's publication learns, before its first claim and at every
+// renewal, when the home gives itself up unless it renews again
+// (OnLease, LeaseEnd): its writer refuses claims after that (the chaos
+// test's SIGCONTed home wrote its own claims over a newer epoch's ticks).
+func TestLease_OnLease_EndAtTakeoverAndEveryRenewal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const ttl = 2 * time.Second // renewals every 500ms: a loaded machine renews in time
+	n, err := Open(ctx, Config{NodeID: "le", LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	type lease struct {
+		epoch    uint64
+		end, now time.Time
+	}
+	got := make(chan lease, 64)
+	before := time.Now()
+	p, err := n.Publish(ctx, PublishSpec{Topic: "le",
+		NewHome:    func(context.Context, string, uint64) ([]byte, error) { return []byte("h"), nil },
+		AcceptHome: func(context.Context, ConnectRequest) (ConnectReply, error) { return ConnectReply{}, nil },
+		OnLease: func(epoch uint64, end time.Time) {
+			select {
+			case got <- lease{epoch, end, time.Now()}:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	home := p.Home()
+	if !home.Local {
+		t.Fatal("the only publisher is not the home")
+	}
+	first := <-got // set before Publish returned
+	if first.epoch != home.Epoch || first.end.Before(before) || first.end.After(first.now.Add(ttl*3/4)) {
+		t.Fatalf("first lease end %v (epoch %d), taken after %v, home epoch %d: want the lease taken plus at most 3/4 of the TTL",
+			first.end, first.epoch, before, home.Epoch)
+	}
+	var last lease
+	for range 3 {
+		select {
+		case l := <-got:
+			if l.epoch != home.Epoch || !l.end.After(first.end) || l.end.After(l.now.Add(ttl*3/4)) {
+				t.Fatalf("renewal's lease end %v (epoch %d, at %v), first %v: want later than the first, at most 3/4 TTL ahead", l.end, l.epoch, l.now, first.end)
+			}
+			last = l
+		case <-time.After(10 * time.Second):
+			t.Fatal("no renewal reported")
+		}
+	}
+	if e := p.LeaseEnd(home.Epoch); e.Before(last.end) {
+		t.Fatalf("LeaseEnd %v, before the last reported %v", e, last.end)
+	}
+	if e := p.LeaseEnd(home.Epoch + 1); !e.IsZero() {
+		t.Fatalf("LeaseEnd of an epoch never held: %v, want zero", e)
+	}
+}

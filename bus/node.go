@@ -110,7 +110,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		if n.token, err = embeddedToken(); err != nil {
 			return fail(fmt.Errorf("%w: embedded server secret: %w", ErrConnect, err))
 		}
-		if n.srv, n.srvDir, err = startEmbedded(cfg.NATS.EmbeddedListen, "tickbus-"+cfg.NodeID, n.token); err != nil {
+		if n.srv, n.srvDir, err = startEmbedded(cfg.NATS.EmbeddedListen, "tickbus-"+cfg.NodeID, n.token, cfg.NATS); err != nil {
 			return fail(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 )
 
 // PublishSpec says what a publisher of a topic needs from the bus. The
@@ -56,6 +57,11 @@ type PublishSpec struct {
 	// OnHome is called with every new home record of the topic: a new
 	// reservation (HomeInfo.Reserved) in the current epoch, or a new epoch.
 	OnHome func(HomeInfo)
+	// OnLease is called, on the lease loop's goroutine (keep it short),
+	// each time this node takes or renews the topic's lease while this
+	// publication is the home: end is when the home gives itself up
+	// unless it renews again (Publication.LeaseEnd). Optional.
+	OnLease func(epoch uint64, end time.Time)
 }
 
 // Publication is this node publishing one topic.
@@ -69,6 +75,9 @@ type Publication struct {
 	homeErr error
 	subs    map[string]SubscriberInfo // reported to OnSubscriber and not gone
 	closed  bool                      // guarded by n.mu
+
+	leaseEpoch uint64    // the epoch of the last home this publication held (lease.go)
+	leaseEnd   time.Time // and when its lease loop gives it up unless renewed
 }
 
 // Publish makes this node a publisher of spec.Topic: it finds the topic's

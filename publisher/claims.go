@@ -114,7 +114,7 @@ func (p *Publisher) dialHome(ctx context.Context, hi bus.HomeInfo, timeout time.
 			return nil, qp, cq, fmt.Errorf("publisher: loopback to the home: %w", err)
 		}
 	} else {
-		rep, err := p.node.Connect(cctx, hi.Node.ID, bus.ConnectRequest{Topic: p.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
+		rep, err := p.node.Connect(cctx, hi.Node.ID, bus.ConnectRequest{Topic: p.cfg.Topic, Kind: bus.TargetHome, ID: homeClaimer, Endpoint: qp.LocalEndpoint()})
 		if err != nil {
 			return nil, qp, cq, fmt.Errorf("publisher: connect to the home on %s: %w", hi.Node.ID, err)
 		}
@@ -133,11 +133,27 @@ func (p *Publisher) dialHome(ctx context.Context, hi bus.HomeInfo, timeout time.
 	}
 	p.log.Info().Str("home", hi.Node.ID).Str("home_host", hi.Node.HostID).Bool("local", hi.Local).Str("provider", dev.Provider()).
 		Msg("publisher: claims go to the home")
-	w, err = ring.NewWriter(ring.WriterConfig{Device: dev, CQ: cq, HomeQP: qp, Home: hd, PublisherID: p.cfg.PublisherID,
+	// Our own home: while no other publisher connects (acceptHome Shares
+	// it first), the writer claims from runs reserved ahead (ring's solo
+	// claims: no locked op per claim).
+	var solo *ring.Home
+	if hi.Local {
+		p.mu.Lock()
+		if p.home != nil && p.home.Desc() == hd {
+			solo = p.home
+		}
+		p.mu.Unlock()
+	}
+	w, err = ring.NewWriter(ring.WriterConfig{Device: dev, CQ: cq, HomeQP: qp, Home: hd, SoloHome: solo, PublisherID: p.cfg.PublisherID,
 		Claim: p.cfg.Claim, MaxBatch: p.cfg.MaxBatch, Timeout: p.cfg.Timeout, Idle: p.cfg.Idle,
 		ArbitrationWindow: p.cfg.ArbitrationWindow, OnTargetDropped: p.onTargetDropped, Logger: p.cfg.Logger})
 	if err != nil {
 		return nil, qp, cq, fmt.Errorf("publisher: %w", err)
+	}
+	if hi.Local {
+		// a home of this process: no claim on it is written once it may
+		// have lost its lease (a stall past it; see onLease)
+		w.SetLeaseEnd(p.pub.LeaseEnd(hi.Epoch))
 	}
 	return w, qp, cq, nil
 }

@@ -24,14 +24,19 @@ func (c conn) close() error {
 	return errors.Join(errs...)
 }
 
-// loopback connects two fresh queue pairs on the home's device to each
-// other.
-func (p *Publisher) loopback(ctx context.Context) (conn, conn, error) {
+// loopback connects two fresh confined queue pairs on the home's device
+// to each other, after grant (if not nil) gave b's peer what it needs.
+func (p *Publisher) loopback(ctx context.Context, grant func(b rdma.QueuePair) error) (conn, conn, error) {
 	a, err := newConn(p.dev)
 	if err != nil {
 		return conn{}, conn{}, err
 	}
 	b, err := newConn(p.dev)
+	if err == nil && grant != nil {
+		if err = grant(b.qp); err != nil {
+			_ = b.close()
+		}
+	}
 	if err != nil {
 		_ = a.close()
 		return conn{}, conn{}, err

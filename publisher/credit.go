@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/ring"
 )
 
 // errNoCredit: the subscriber asked for its credit cell before this
@@ -13,21 +14,26 @@ import (
 var errNoCredit = errors.New("publisher: no credit cell for this subscriber (yet)")
 
 // acceptCredit serves a reliable subscriber's connect to its credit cell
-// (TargetPublisher; Data is the subscriber's id): a QP on the device the
-// ring's target uses, and the cell's CreditDesc, so the subscriber's
-// reader WRITEs its position there and the writer needs no READ to learn
-// its room.
+// (TargetPublisher; Data is the subscriber's id): a confined QP on the
+// device the ring's target uses, granted write access to that ring's cell
+// only (no other subscriber's cell, nothing else of this node), and the
+// cell's CreditDesc as granted, so the subscriber's reader WRITEs its
+// position there and the writer needs no READ to learn its room.
 func (p *Publisher) acceptCredit(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
 	key := req.From.ID + "/" + string(req.Data)
 	p.mu.Lock()
-	t := p.targets[key]
+	t, w := p.targets[key], p.w
 	var credit []byte
 	if t != nil {
 		credit = t.credit
 	}
 	p.mu.Unlock()
-	if t == nil || credit == nil {
+	if t == nil || credit == nil || w == nil {
 		return bus.ConnectReply{}, fmt.Errorf("%w: %s", errNoCredit, key)
+	}
+	var cd ring.CreditDesc
+	if err := cd.UnmarshalBinary(credit); err != nil {
+		return bus.ConnectReply{}, fmt.Errorf("publisher: credit cell of %s: %w", key, err)
 	}
 	dev := t.rt.Device
 	if dev == nil {
@@ -39,6 +45,14 @@ func (p *Publisher) acceptCredit(ctx context.Context, req bus.ConnectRequest) (b
 	c, err := newConn(dev)
 	if err != nil {
 		return bus.ConnectReply{}, err
+	}
+	granted, err := w.GrantCredit(c.qp, dev, cd)
+	if err == nil {
+		credit, err = granted.MarshalBinary()
+	}
+	if err != nil {
+		_ = c.close()
+		return bus.ConnectReply{}, fmt.Errorf("publisher: credit cell of %s: %w", key, err)
 	}
 	if err := c.qp.Connect(ctx, req.Endpoint); err != nil {
 		_ = c.close()

@@ -63,6 +63,19 @@ func (p *Publisher) onHome(hi bus.HomeInfo) {
 	}
 }
 
+// onLease: the home of this publication renewed its lease (bus lease
+// goroutine). The writer on it refuses claims after end: a process that
+// stalled past its lease (SIGSTOP, starvation) runs its publishing
+// goroutine again before the lease loop can fence the home, and what it
+// claimed then would land over a newer epoch's ticks.
+func (p *Publisher) onLease(epoch uint64, end time.Time) {
+	p.mu.Lock()
+	if p.w != nil && p.epoch == epoch {
+		p.w.SetLeaseEnd(end)
+	}
+	p.mu.Unlock()
+}
+
 // onHomeLost: the home went (bus event goroutine).
 func (p *Publisher) onHomeLost(h bus.HomeInfo, err error) {
 	if h.Local {

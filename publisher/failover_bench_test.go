@@ -16,8 +16,9 @@ import (
 // nodes, a subscriber on a third; the home publisher closes (its lease is
 // deleted), the other keeps publishing and fails over. Each iteration is
 // one failover (the roles swap). Reports p50-ms and max-ms. A crashed home
-// (SIGKILL) adds up to the lease TTL (default 1 s): the chaos test's
-// harness measures that case with real processes.
+// (SIGKILL, SIGSTOP) adds up to the lease TTL (default 750 ms):
+// internal/chaos's BenchmarkFailover measures that case with real
+// processes.
 func BenchmarkFailover(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

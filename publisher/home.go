@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,8 +27,19 @@ func (p *Publisher) newHome(ctx context.Context, topic string, start uint64) ([]
 		return nil, err
 	}
 	// A queue pair of our own to the counter, to fence it (FenceCounter)
-	// when the lease is lost: any goroutine but the publishing one.
-	fence, peer, err := p.loopback(ctx)
+	// when the lease is lost: any goroutine but the publishing one. Its
+	// peer is granted the counter's word, for atomics, and nothing else.
+	fenceDesc := h.Desc()
+	fence, peer, err := p.loopback(ctx, func(b rdma.QueuePair) error {
+		rr, err := b.GrantRange(h.Region(), int(fenceDesc.CounterAddr()-fenceDesc.Region.Addr), 8, rdma.AccessRemoteAtomic)
+		if errors.Is(err, rdma.ErrNotSupported) {
+			return nil // every QP of the device reaches the home
+		}
+		if err == nil {
+			fenceDesc.Region.RKey = rr.RKey // a memory window's on verbs
+		}
+		return err
+	})
 	if err != nil {
 		_ = h.Close()
 		return nil, fmt.Errorf("publisher: the home's fence queue pair: %w", err)
@@ -41,7 +53,7 @@ func (p *Publisher) newHome(ctx context.Context, topic string, start uint64) ([]
 	// found New failing with "another home's descriptor").
 	p.retired = append(p.retired, p.homeAlso.Forget()...)
 	p.retired = append(p.retired, p.fence.close)
-	p.home, p.homeDesc, p.fence = h, desc, fence
+	p.home, p.homeDesc, p.fence, p.fenceDesc = h, desc, fence, fenceDesc
 	p.homeAcc = append(p.homeAcc, peer)
 	p.mu.Unlock()
 	p.log.Info().Uint64("start", start).Msg("publisher: this node is the topic's home")
@@ -53,19 +65,23 @@ func (p *Publisher) newHome(ctx context.Context, topic string, start uint64) ([]
 // check. Called when the lease is lost, before it can expire, and at Close.
 func (p *Publisher) fenceHome(desc []byte) {
 	p.mu.Lock()
-	h, fence := p.home, p.fence
+	h, fence, fd := p.home, p.fence, p.fenceDesc
 	mine := h != nil && fence.qp != nil && bytes.Equal(desc, p.homeDesc)
 	p.mu.Unlock()
 	if !mine {
 		return
 	}
-	before, err := ring.FenceCounter(p.dev, fence.qp, fence.cq, h.Desc(), time.Second)
+	before, err := ring.FenceCounter(p.dev, fence.qp, fence.cq, fd, time.Second)
 	if err != nil {
 		p.log.Warn().Err(err).Msg("publisher: could not fence the home's counter; claimants stop at its reservation")
 		return
 	}
 	p.log.Info().Uint64("counter", before).Msg("publisher: fenced the home's counter")
 }
+
+// homeClaimer is the ConnectRequest.ID of a publisher's connect to the
+// home: it will claim (a subscriber's connect, for journal READs, has none).
+const homeClaimer = "claims"
 
 // acceptHome serves another publisher's connect to our home.
 func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
@@ -78,10 +94,20 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 		return bus.ConnectReply{}, err
 	}
 	// the peer reaches the home's region only: all of it for a publisher
-	// (claims and journal writes), reads for anyone else (a subscriber)
+	// that comes to claim (claims and journal writes), reads for anyone
+	// else (a subscriber's journal and counter READs)
 	access := rdma.AccessRemoteRead
-	if p.node.Authorization().CanPublish(req.From.Key, p.cfg.Topic) {
+	if req.ID == homeClaimer && p.node.Authorization().CanPublish(req.From.Key, p.cfg.Topic) {
 		access = rdma.AccessRemote
+		// Before the counter is granted: our solo writer (if any) gives
+		// back the run it reserved ahead and claims the shared way from
+		// now on, so no sequence is left a hole (ring.Home.Share).
+		p.mu.Lock()
+		h := p.home
+		p.mu.Unlock()
+		if h != nil {
+			h.Share()
+		}
 	}
 	if err := ring.Grant(c.qp, mr, access); err != nil {
 		_ = c.close()

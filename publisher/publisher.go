@@ -51,7 +51,10 @@ type Publisher struct {
 	homeAlso link.AlsoOn // the home registered on other providers' devices too
 	homeDesc []byte      // p.home's descriptor, as published
 	fence    conn        // our own QP to p.home's counter, for fenceHome
-	dropped  map[uint64]bool
+	// fenceDesc is p.home's descriptor as fence's peer granted it: the
+	// counter word, atomics only (its rkey a memory window's on verbs).
+	fenceDesc ring.HomeDesc
+	dropped   map[uint64]bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -101,6 +104,7 @@ func New(ctx context.Context, node Node, devs *link.Devices, cfg Config) (*Publi
 		OnSubscriber:       p.onSubscriber,
 		OnSubscriberGone:   p.onSubscriberGone,
 		OnHomeLost:         p.onHomeLost,
+		OnLease:            p.onLease,
 	})
 	if err != nil {
 		_ = p.homeAlso.Close()

@@ -62,3 +62,12 @@ func CheckGrant(have, access Access) error {
 	}
 	return nil
 }
+
+// CheckGrantRange is what every provider checks of a GrantRange of n bytes
+// at offset off of a region of size bytes: a non-empty range inside it.
+func CheckGrantRange(size, off, n int) error {
+	if off < 0 || n <= 0 || off > size || n > size-off {
+		return fmt.Errorf("%w: %d bytes at offset %d of a region of %d bytes", ErrGrant, n, off, size)
+	}
+	return nil
+}

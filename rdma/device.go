@@ -188,6 +188,15 @@ type QueuePair interface {
 	// returns. An op on an ungranted region, or beyond the granted access,
 	// completes with StatusRemoteAccess, the memory untouched.
 	Grant(mr MemoryRegion, access Access) (RemoteRegion, error)
+	// GrantRange is Grant of the n bytes at offset off of mr only: the
+	// returned RemoteRegion is {mr.Addr()+off, its rkey, n}, and an op
+	// that reaches outside that range completes with StatusRemoteAccess,
+	// the memory untouched (on verbs: a memory window bound to the range;
+	// on shm the peer maps only the pages the range covers and checks the
+	// range; on tcp the responder checks it). A queue pair holds one range
+	// per region: a later grant of the same region must name the same
+	// range (its rights add up), else it fails with ErrGrant.
+	GrantRange(mr MemoryRegion, off, n int, access Access) (RemoteRegion, error)
 	// Close moves the QP to CLOSED, flushes what is outstanding and releases
 	// the connection. Idempotent; safe while another goroutine polls.
 	Close() error

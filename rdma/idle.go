@@ -80,47 +80,79 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 // spins and yields last nanoseconds and it parks between the ticks of any
 // feed slower than a million a second; a park costs a timer wake-up (up to
 // a millisecond in the Go runtime, whatever the sleep asked). Adaptive
-// counts time instead: for SpinFor after the last work it spins, yielding
-// (runtime.Gosched, and on Linux sched_yield) once every
-// adaptiveClockEvery calls; for YieldFor more it yields on every call; then
-// it parks, sleeping MinPark doubling to MaxPark. A feed of thousands of
-// ticks a second is received within microseconds; pollers that outnumber
-// the cores (the demo: a pacing publisher and two subscribers on two
-// cores) take turns within microseconds instead of the kernel's time
-// slices; and an idle poller wakes about every MaxPark, a fraction of a
-// percent of a core. BusySpin remains the lowest latency, at a core per
-// poller.
+// counts time instead, from the last work (or Reset):
 //
-// It reads the clock (vDSO) at most once per adaptiveClockEvery spins; a
-// call with work costs a compare. The contract of IdleStrategy matters
-// here: a wait that ends without Idle(n > 0) must call Reset, or the next
-// wait starts where this one left off (parked). One strategy per poll
-// loop; only Parks may be called from other goroutines.
+//   - spin: for the spin window it polls flat out, with runtime.Gosched
+//     once every adaptiveClockEvery calls (the process's other goroutines:
+//     with every P spinning they would wait for the runtime's preemption,
+//     10 ms) and sched_yield (other threads: pollers that outnumber the
+//     cores, as in the demo, or a publisher and its subscriber that the
+//     kernel put on one core, take turns within microseconds instead of
+//     the kernel's time slices; without it, measured on this project's
+//     loaded 2-core VM, the CLI's p50 went from 12-14 µs to milliseconds,
+//     and with one sched_yield per 20 µs to 45-52 µs). The window
+//     is twice the recent gap between works (an average over the last few),
+//     at least SpinFor and at most SpinMax: a feed of up to some thousands
+//     of ticks a second is polled in this phase from tick to tick;
+//   - yield: until YieldFor after SpinFor (or the end of a longer window),
+//     Gosched and sched_yield on every call;
+//   - park: sleep MinPark, doubling up to MaxPark;
+//   - deep park: after DeepAfter without work, sleep DeepPark per call, so
+//     that a subscriber with nothing to read wakes a few hundred times a
+//     second, not a thousand (each wake costs tens of microseconds of CPU
+//     in the Go runtime and the kernel on a VM).
+//
+// So a flowing feed is received within microseconds, a poller that waits
+// seconds costs a fraction of a percent of a core, and the first tick after
+// a long silence waits up to DeepPark. BusySpin remains the lowest
+// latency, at a core per poller.
+//
+// It reads the clock (vDSO) once per adaptiveClockEvery spins; a call with
+// work costs a compare, the first idle call after work a clock read. The
+// contract of IdleStrategy matters here: a wait that ends without
+// Idle(n > 0) must call Reset, or the next wait starts where this one left
+// off (parked). One strategy per poll loop; only Parks may be called from
+// other goroutines.
 type Adaptive struct {
-	SpinFor  time.Duration // busy-spin this long after the last work
-	YieldFor time.Duration // then yield the CPU on every call this long
-	MinPark  time.Duration // then sleep, from MinPark doubling ...
-	MaxPark  time.Duration // ... up to MaxPark
+	SpinFor   time.Duration // spin at least this long after the last work ...
+	SpinMax   time.Duration // ... or twice the recent gap between works, up to SpinMax
+	YieldFor  time.Duration // then yield on every call until SpinFor+YieldFor (or the window's end)
+	MinPark   time.Duration // then sleep, from MinPark doubling ...
+	MaxPark   time.Duration // ... up to MaxPark
+	DeepAfter time.Duration // after this long without work ...
+	DeepPark  time.Duration // ... sleep DeepPark per call (0: never deeper than MaxPark)
 
-	since time.Duration // clock at the first idle call after work; 0: not idle
-	calls uint32        // idle calls since the clock was last read
-	phase uint32        // adaptiveSpin, adaptiveYield or adaptivePark
-	park  time.Duration // next sleep in the park phase
-	parks atomic.Uint64 // sleeps taken; read by Parks
+	since    time.Duration // clock at the first idle call after work; 0: not idle
+	last     time.Duration // clock at the last reading in this idle span
+	window   time.Duration // this span's spin window
+	yieldEnd time.Duration // this span's end of the yield phase, from since
+	gap      time.Duration // recent idle spans, averaged (sizes the window)
+	calls    uint32        // idle calls since the clock was last read
+	phase    uint32        // adaptiveSpin .. adaptiveDeep
+	park     time.Duration // next sleep in the park phases
+	parks    atomic.Uint64 // sleeps taken; read by Parks
+
+	// Tests' clock and sleep; nil: clock() and time.Sleep.
+	now   func() time.Duration
+	sleep func(time.Duration)
 }
 
 // Adaptive's defaults (NewAdaptive).
 const (
-	DefaultSpinFor  = 50 * time.Microsecond
-	DefaultYieldFor = 950 * time.Microsecond
-	DefaultMinPark  = 50 * time.Microsecond
-	DefaultMaxPark  = time.Millisecond
+	DefaultSpinFor   = 50 * time.Microsecond
+	DefaultSpinMax   = time.Millisecond
+	DefaultYieldFor  = 950 * time.Microsecond
+	DefaultMinPark   = 50 * time.Microsecond
+	DefaultMaxPark   = time.Millisecond
+	DefaultDeepAfter = time.Second
+	DefaultDeepPark  = 4 * time.Millisecond
 )
 
 const (
 	adaptiveSpin = iota
 	adaptiveYield
 	adaptivePark
+	adaptiveDeep
 
 	adaptiveClockEvery = 64 // idle spins between clock reads
 )
@@ -131,9 +163,28 @@ var adaptiveEpoch = time.Now().Add(-time.Second)
 func clock() time.Duration { return time.Since(adaptiveEpoch) }
 
 // NewAdaptive returns an Adaptive with the defaults: spin 50 µs after the
-// last work, yield 950 µs more, then park 50 µs doubling to 1 ms.
+// last work (or twice the recent gap between works, up to 1 ms); yield on
+// every call until 1 ms; then
+// park 50 µs doubling to 1 ms; after 1 s without work, park 4 ms.
 func NewAdaptive() *Adaptive {
-	return &Adaptive{SpinFor: DefaultSpinFor, YieldFor: DefaultYieldFor, MinPark: DefaultMinPark, MaxPark: DefaultMaxPark}
+	return &Adaptive{SpinFor: DefaultSpinFor, SpinMax: DefaultSpinMax, YieldFor: DefaultYieldFor,
+		MinPark: DefaultMinPark, MaxPark: DefaultMaxPark, DeepAfter: DefaultDeepAfter, DeepPark: DefaultDeepPark}
+}
+
+func (a *Adaptive) clock() time.Duration {
+	if a.now != nil {
+		return a.now()
+	}
+	return clock()
+}
+
+func (a *Adaptive) doSleep(d time.Duration) {
+	if a.sleep != nil {
+		a.sleep(d)
+	} else {
+		time.Sleep(d)
+	}
+	a.parks.Add(1)
 }
 
 func (a *Adaptive) Idle(workCount int) {
@@ -144,7 +195,7 @@ func (a *Adaptive) Idle(workCount int) {
 		return
 	}
 	if a.since == 0 {
-		a.since, a.calls = clock(), 0
+		a.begin()
 		return
 	}
 	switch a.phase {
@@ -153,13 +204,10 @@ func (a *Adaptive) Idle(workCount int) {
 			return
 		}
 		a.calls = 0
-		if clock()-a.since < a.SpinFor {
-			// Now and then let this P's other goroutines run (a provider's
-			// helpers, timers: with every P spinning they would wait for
-			// the runtime's preemption, 10 ms) and other threads have the
-			// core (pollers that outnumber the cores would otherwise wait
-			// for the kernel's time slice, milliseconds).
-			runtime.Gosched()
+		runtime.Gosched()
+		now := a.clock()
+		a.last = now
+		if now-a.since < a.window {
 			osYield()
 			return
 		}
@@ -168,21 +216,46 @@ func (a *Adaptive) Idle(workCount int) {
 	case adaptiveYield:
 		runtime.Gosched()
 		osYield()
-		if clock()-a.since < a.SpinFor+a.YieldFor {
+		now := a.clock()
+		a.last = now
+		if now-a.since < a.yieldEnd {
 			return
 		}
 		a.phase, a.park = adaptivePark, max(a.MinPark, time.Microsecond)
-	default:
-		time.Sleep(a.park)
-		a.parks.Add(1)
+	case adaptivePark:
+		a.doSleep(a.park)
+		a.last = a.clock()
+		if a.DeepPark > 0 && a.last-a.since >= a.DeepAfter {
+			a.phase, a.park = adaptiveDeep, a.DeepPark
+			return
+		}
 		if a.park *= 2; a.park > a.MaxPark {
 			a.park = max(a.MaxPark, time.Microsecond)
 		}
+	default:
+		a.doSleep(a.park)
 	}
 }
 
-// Reset returns to the spin phase, as work does.
-func (a *Adaptive) Reset() { a.since, a.calls, a.phase, a.park = 0, 0, adaptiveSpin, 0 }
+// begin starts an idle span: the clock, and the spin window from the
+// recent gaps.
+func (a *Adaptive) begin() {
+	now := a.clock()
+	a.since, a.last, a.calls = now, now, 0
+	a.window = min(max(2*a.gap, a.SpinFor), max(a.SpinMax, a.SpinFor))
+	a.yieldEnd = max(a.SpinFor+a.YieldFor, a.window)
+}
+
+// Reset returns to the spin phase, as work does; the span that ends
+// (measured to the last clock reading, no new one) counts toward the
+// recent gap.
+func (a *Adaptive) Reset() {
+	if a.since != 0 {
+		span := min(a.last-a.since, max(a.SpinMax, a.SpinFor))
+		a.gap += (span - a.gap) / 4
+	}
+	a.since, a.calls, a.phase, a.park = 0, 0, adaptiveSpin, 0
+}
 
 // Parks is how many times the strategy has slept; safe from any goroutine.
 func (a *Adaptive) Parks() uint64 { return a.parks.Load() }

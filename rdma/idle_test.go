@@ -69,6 +69,122 @@ func TestAdaptive_ParksOnlyAfterIdling(t *testing.T) {
 	assert.Equal(t, n, a.Parks(), "parked right after Reset")
 }
 
+// fakeClock is a test's time: every reading advances it by step, and a
+// sleep by the time slept, which it records. No test below waits for real
+// time: what they check is counted.
+type fakeClock struct {
+	t, step time.Duration
+	sleeps  []time.Duration
+}
+
+func (c *fakeClock) now() time.Duration { c.t += c.step; return c.t }
+
+func (c *fakeClock) sleep(d time.Duration) { c.t += d; c.sleeps = append(c.sleeps, d) }
+
+func newFakeAdaptive() (*rdma.Adaptive, *fakeClock) {
+	a := rdma.NewAdaptive()
+	c := &fakeClock{t: time.Second, step: time.Microsecond}
+	rdma.SetAdaptiveClock(a, c.now, c.sleep)
+	return a, c
+}
+
+func TestAdaptive_ParksAfterTheWindow_ThenDeeper(t *testing.T) {
+	a, c := newFakeAdaptive()
+	a.Idle(1)
+	a.Idle(0) // the span starts: one clock reading
+	start := c.t
+	calls := 0
+	for a.Parks() == 0 && calls < 1_000_000 {
+		a.Idle(0)
+		calls++
+		if a.Parks() == 0 {
+			require.Less(t, c.t-start, rdma.DefaultSpinFor+rdma.DefaultYieldFor+2*time.Microsecond,
+				"still not parked %v after the span began", c.t-start)
+		}
+	}
+	require.EqualValues(t, 1, a.Parks(), "never parked")
+	assert.GreaterOrEqual(t, c.t-start-rdma.DefaultMinPark, rdma.DefaultSpinFor+rdma.DefaultYieldFor, "parked before spin and yield were over")
+	// 50 spin-phase clock readings, each after 64 calls, then one per call.
+	assert.Greater(t, calls, 64*int(rdma.DefaultSpinFor/time.Microsecond)-64)
+
+	// Parks double from MinPark to MaxPark; after DeepAfter without work,
+	// every park is DeepPark.
+	for c.t-start < rdma.DefaultDeepAfter+10*rdma.DefaultDeepPark {
+		a.Idle(0)
+	}
+	require.Equal(t, rdma.DefaultMinPark, c.sleeps[0])
+	for i := 1; i < len(c.sleeps); i++ {
+		prev, d := c.sleeps[i-1], c.sleeps[i]
+		switch {
+		case prev < rdma.DefaultMaxPark:
+			require.Equal(t, min(2*prev, rdma.DefaultMaxPark), d, "park %d", i)
+		case d != rdma.DefaultDeepPark:
+			require.Equal(t, rdma.DefaultMaxPark, d, "park %d", i)
+		}
+	}
+	last := c.sleeps[len(c.sleeps)-10:]
+	for _, d := range last {
+		assert.Equal(t, rdma.DefaultDeepPark, d, "parks after DeepAfter")
+	}
+	assert.Equal(t, 3, rdma.AdaptivePhase(a))
+
+	// Work brings it back to spinning: no park for the next spin window.
+	n := a.Parks()
+	a.Idle(1)
+	for i := 0; i < 64*int(rdma.DefaultSpinFor/time.Microsecond)/2; i++ {
+		a.Idle(0)
+	}
+	assert.Equal(t, n, a.Parks(), "parked right after work")
+	assert.Equal(t, 0, rdma.AdaptivePhase(a))
+}
+
+// idleFor calls Idle(0) until d of fake time has passed since the span
+// began (the clock advances only when the strategy reads it), then ends
+// the span with work.
+func idleFor(a *rdma.Adaptive, c *fakeClock, d time.Duration) (phaseAt func(time.Duration) int) {
+	a.Idle(0)
+	start := c.t
+	phases := map[time.Duration]int{}
+	for c.t-start < d {
+		a.Idle(0)
+		phases[(c.t-start)/(10*time.Microsecond)] = rdma.AdaptivePhase(a)
+	}
+	a.Idle(1)
+	return func(at time.Duration) int { return phases[at/(10*time.Microsecond)] }
+}
+
+func TestAdaptive_SpinWindowFollowsTheGapBetweenWorks(t *testing.T) {
+	a, c := newFakeAdaptive()
+	a.Idle(1)
+	// A feed with 300 µs between ticks: after a few ticks the strategy
+	// spins from tick to tick (window twice the gap), where the fixed
+	// SpinFor would have left the spin phase at 50 µs.
+	var phaseAt func(time.Duration) int
+	for i := 0; i < 20; i++ {
+		phaseAt = idleFor(a, c, 300*time.Microsecond)
+	}
+	a.Idle(0)
+	w := rdma.AdaptiveWindow(a)
+	assert.InDelta(t, float64(600*time.Microsecond), float64(w), float64(50*time.Microsecond), "window %v", w)
+	assert.Equal(t, 0, phaseAt(280*time.Microsecond), "left the spin phase within the gap")
+	assert.Zero(t, a.Parks())
+	a.Idle(1)
+
+	// Ticks close together again: the window shrinks back to SpinFor.
+	for i := 0; i < 40; i++ {
+		idleFor(a, c, 5*time.Microsecond)
+	}
+	a.Idle(0)
+	assert.Equal(t, rdma.DefaultSpinFor, rdma.AdaptiveWindow(a))
+	a.Idle(1)
+
+	// A long silence counts as at most SpinMax: the window never exceeds it.
+	idleFor(a, c, time.Minute)
+	a.Idle(0)
+	assert.LessOrEqual(t, rdma.AdaptiveWindow(a), rdma.DefaultSpinMax)
+	assert.Greater(t, rdma.AdaptiveWindow(a), rdma.DefaultSpinFor)
+}
+
 func TestAdaptive_IdleAllocatesNothing(t *testing.T) {
 	a := rdma.NewAdaptive()
 	allocs := testing.AllocsPerRun(10_000, func() {
@@ -76,6 +192,21 @@ func TestAdaptive_IdleAllocatesNothing(t *testing.T) {
 		a.Idle(1)
 	})
 	assert.Zero(t, allocs)
+}
+
+// BenchmarkAdaptive_Spin is an idle call in the spin phase (the window
+// never ends here): a compare and a count, and per 64 calls a clock read,
+// runtime.Gosched and sched_yield; no allocation.
+func BenchmarkAdaptive_Spin(b *testing.B) {
+	a := &rdma.Adaptive{SpinFor: time.Hour, SpinMax: time.Hour, YieldFor: time.Hour, MinPark: time.Hour, MaxPark: time.Hour}
+	a.Idle(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		a.Idle(0)
+	}
+	if rdma.AdaptivePhase(a) != 0 || a.Parks() != 0 {
+		b.Fatal("left the spin phase")
+	}
 }
 
 // BenchmarkAdaptive_Work is what the strategy costs a poll loop that keeps

@@ -41,14 +41,18 @@ func BenchmarkPublish(b *testing.B) {
 }
 
 // forPaths runs f as b's sub-benchmarks "generic" (work requests through
-// QPs and their completions) and "direct" (direct.go; on shm).
-func forPaths(b *testing.B, f func(b *testing.B, generic bool)) {
-	for _, generic := range []bool{true, false} {
-		b.Run(map[bool]string{true: "generic", false: "direct"}[generic], func(b *testing.B) { f(b, generic) })
+// QPs and their completions), "direct" (direct.go; on shm) and "solo"
+// (direct, the home's lone writer claiming from runs: solo.go).
+func forPaths(b *testing.B, f func(b *testing.B, wc WriterConfig)) {
+	for _, p := range []struct {
+		name string
+		wc   WriterConfig
+	}{{"generic", WriterConfig{Generic: true}}, {"direct", WriterConfig{}}, {"solo", WriterConfig{SoloHome: soloHere}}} {
+		b.Run(p.name, func(b *testing.B) { f(b, p.wc) })
 	}
 }
 
-func benchPublish(b *testing.B, generic bool) {
+func benchPublish(b *testing.B, wc WriterConfig) {
 	for _, c := range []struct {
 		name    string
 		journal int
@@ -64,7 +68,8 @@ func benchPublish(b *testing.B, generic bool) {
 		{"lossy-cas/slots=4096", 0, Lossy, ClaimCAS, 1 << 12},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			tp, _ := benchTopo(b, c.journal, c.mode, c.slots, WriterConfig{Claim: c.claim, Generic: generic})
+			wc.Claim = c.claim
+			tp, _ := benchTopo(b, c.journal, c.mode, c.slots, wc)
 			payload := make([]byte, 64)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -89,14 +94,14 @@ func benchPublish(b *testing.B, generic bool) {
 // does; "cq=shared" puts them all on the writer's CQ.
 func BenchmarkPublishFanOut(b *testing.B) { forPaths(b, benchPublishFanOut) }
 
-func benchPublishFanOut(b *testing.B, generic bool) {
+func benchPublishFanOut(b *testing.B, wc WriterConfig) {
 	for _, c := range []struct {
 		cq string
 		n  int
 	}{{"shared", 1}, {"shared", 2}, {"shared", 4}, {"shared", 8}, {"own", 1}, {"own", 2}, {"own", 4}, {"own", 8}} {
 		n := c.n
 		b.Run(fmt.Sprintf("cq=%s/subs=%d", c.cq, n), func(b *testing.B) {
-			tp := newTopo(b, HomeConfig{}, WriterConfig{Generic: generic})
+			tp := newTopo(b, HomeConfig{}, wc)
 			for i := 0; i < n; i++ {
 				if c.cq == "shared" {
 					tp.addRing(RingConfig{Slots: 1 << 14, Mode: Lossy})
@@ -132,8 +137,8 @@ func benchPublishFanOut(b *testing.B, generic bool) {
 // one op is one tick.
 func BenchmarkPublishBatch(b *testing.B) { forPaths(b, benchPublishBatch) }
 
-func benchPublishBatch(b *testing.B, generic bool) {
-	tp, _ := benchTopo(b, 0, Lossy, 1<<16, WriterConfig{Generic: generic})
+func benchPublishBatch(b *testing.B, wc WriterConfig) {
+	tp, _ := benchTopo(b, 0, Lossy, 1<<16, wc)
 	batch := make([]Tick, 32)
 	for i := range batch {
 		batch[i].Payload = make([]byte, 64)

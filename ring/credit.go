@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/tickbus/tickbus/rdma"
@@ -82,4 +83,49 @@ func (r *Reader) RemoveCredit(publisherID uint32) error {
 	}
 	r.credits.Store(&next) // pairs with the Load in sendCredits
 	return nil
+}
+
+// GrantCredit gives qp, a queue pair on dev (the device of the target whose
+// cell d is, as AddTarget returned it), write access to that one cell and
+// nothing else of the writer's memory: a reliable subscriber's credit QP
+// (confined, granted before it connects) cannot touch another subscriber's
+// cell. It returns the CreditDesc to hand the subscriber: the cell as the
+// grant names it (on verbs a memory window's rkey). On a device that cannot
+// confine a queue pair (rdma.ErrNotSupported) it returns d: every queue
+// pair of the device reaches every cell there.
+func (w *Writer) GrantCredit(qp rdma.QueuePair, dev rdma.Device, d CreditDesc) (CreditDesc, error) {
+	if err := d.validate(); err != nil {
+		return CreditDesc{}, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed.Load() {
+		return CreditDesc{}, ErrClosed
+	}
+	regs := w.regs[dev]
+	if regs == nil || d.PublisherID != w.pub || d.Epoch != w.epoch {
+		return CreditDesc{}, fmt.Errorf("%w: credit cell of publisher %d epoch %#x is not this writer's (%d, %#x) on %s",
+			ErrNoTarget, d.PublisherID, d.Epoch, w.pub, w.epoch, dev.Provider())
+	}
+	base := regs.credits.Remote()
+	off := d.Cell.Addr - base.Addr
+	if d.Cell.RKey != base.RKey || d.Cell.Addr < base.Addr || off%CreditCellSize != 0 || off >= base.Len {
+		return CreditDesc{}, fmt.Errorf("%w: credit cell at %#x rkey %#x is not one of this writer's on %s", ErrNoTarget, d.Cell.Addr, d.Cell.RKey, dev.Provider())
+	}
+	inUse := false
+	for _, t := range w.targets.Load().all {
+		inUse = inUse || (t.cell != nil && t.cellIdx == int(off/CreditCellSize))
+	}
+	if !inUse {
+		return CreditDesc{}, fmt.Errorf("%w: credit cell %d is no target's", ErrNoTarget, off/CreditCellSize)
+	}
+	rr, err := qp.GrantRange(regs.credits, int(off), 8, rdma.AccessRemoteWrite)
+	if errors.Is(err, rdma.ErrNotSupported) {
+		return d, nil
+	}
+	if err != nil {
+		return CreditDesc{}, fmt.Errorf("ring: grant credit cell %d to QP %d: %w", off/CreditCellSize, qp.Num(), err)
+	}
+	d.Cell = rr
+	return d, nil
 }

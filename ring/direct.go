@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/tickbus/tickbus/internal/release"
 	"github.com/tickbus/tickbus/rdma"
 )
 
@@ -21,8 +20,8 @@ import (
 //     stops it as it stops every claim;
 //   - the write, per target, is (lossy: a release store of StampBusy,) a
 //     copy of the body from the staging image, then a release store of the
-//     stamp (internal/release.Store64): the order the shm provider keeps
-//     for the same WRITEs.
+//     stamp (stampStore: a plain MOV on amd64, solostore_amd64.go): the
+//     order the shm provider keeps for the same WRITEs.
 //
 // A mapping stays valid until the writer releases it, whatever the peer or
 // the QP does (the provider holds it for the DirectMap). Before each
@@ -122,13 +121,17 @@ func (w *Writer) directAtomic(op rdma.Opcode, compare, swap, add uint64) (uint64
 		}
 	}
 	if w.pending > 0 {
-		// Signalled WRITEs of generic targets pile up: drain them now and
-		// then, as the generic claim does.
-		if tl := w.targets.Load(); w.pending > 2*len(tl.cqs) { // pairs with the Store in AddTarget/RemoveTarget
-			w.reap()
-		}
+		w.reapSome()
 	}
 	return orig, nil
+}
+
+// reapSome drains the CQs when signalled WRITEs of generic targets pile
+// up, now and then, as the generic claim does.
+func (w *Writer) reapSome() {
+	if tl := w.targets.Load(); w.pending > 2*len(tl.cqs) { // pairs with the Store in AddTarget/RemoveTarget
+		w.reap()
+	}
 }
 
 // directLive reports whether t (mapped) may be written; if not it drops t.
@@ -148,12 +151,12 @@ func (w *Writer) directSlot(t *target, i int) {
 	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
 	stamp := (*uint64)(unsafe.Pointer(&s[0]))
 	if t.lossy {
-		release.Store64(stamp, StampBusy)
+		stampStore(stamp, StampBusy)
 	}
 	n := uint64(w.batchLens[i])
 	img := w.stgImages + w.batchOffs[i]*w.stgSlot + offBody
 	copy(s[offBody:offBody+n], w.stg[img:img+int(n)])
-	release.Store64(stamp, seq)
+	stampStore(stamp, seq)
 }
 
 // releaseRetired releases the mappings of removed targets. Publishing
@@ -183,18 +186,33 @@ func (w *Writer) allDirect(ts []*target) bool {
 	return true
 }
 
-// directDeliver writes one tick (hdr: its header after the stamp) straight
-// into the journal and every target of tl (all mapped), with no staging
-// copy: the direct Publish. Reliable targets have room (the caller checked).
-func (w *Writer) directDeliver(tl *targetList, seq uint64, hdr, payload []byte) {
+// directDeliver writes one tick (img: its slot after the stamp, header
+// and payload, assembled once) straight into the journal and every target
+// of tl (all mapped): per target one copy and the stamps, the direct
+// Publish. Reliable targets have room (the caller checked).
+func (w *Writer) directDeliver(tl *targetList, seq uint64, img []byte) {
 	if j := w.journal; j != nil && !j.dropped && w.directLive(j) {
-		directPut(j, seq, hdr, payload)
+		directPutImg(j, seq, img)
 	}
 	for _, t := range tl.all {
 		if !t.dropped && w.directLive(t) {
-			directPut(t, seq, hdr, payload)
+			directPutImg(t, seq, img)
 		}
 	}
+}
+
+// directPutImg writes a tick into t's mapped slot for seq: (lossy:
+// StampBusy,) img (the slot after its stamp), stamp; each stamp a release
+// store.
+func directPutImg(t *target, seq uint64, img []byte) {
+	off := (seq & t.mask) * t.slotSize
+	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
+	stamp := (*uint64)(unsafe.Pointer(&s[0]))
+	if t.lossy {
+		stampStore(stamp, StampBusy)
+	}
+	copy(s[offBody:], img)
+	stampStore(stamp, seq)
 }
 
 // directBatch is directDeliver for the consecutive sequences first.. of
@@ -226,9 +244,9 @@ func directPut(t *target, seq uint64, hdr, payload []byte) {
 	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
 	stamp := (*uint64)(unsafe.Pointer(&s[0]))
 	if t.lossy {
-		release.Store64(stamp, StampBusy)
+		stampStore(stamp, StampBusy)
 	}
 	copy(s[offBody:SlotHeaderSize], hdr[:hdrLen])
 	copy(s[SlotHeaderSize:], payload)
-	release.Store64(stamp, seq)
+	stampStore(stamp, seq)
 }

@@ -19,7 +19,8 @@
 //	+128  +--------------------------------+   +128  +--------------------------------+
 //	      | counter u64: next sequence to  |         | head u64: next sequence the    |
 //	      | claim; CAS/FAA through QPs only|         | reader delivers (observers)    |
-//	      | pad to 128 (own line pair)     |         | pad to 128                     |
+//	      | solo u64: a solo writer's next |         | pad to 128                     |
+//	      | (0: none; solo.go), pad to 128 |         |                                |
 //	+256  +--------------------------------+   +256  +--------------------------------+
 //	      | journal slot[0 .. J-1]         |         | slot[0 .. N-1]                 |
 //	      +--------------------------------+         +--------------------------------+
@@ -71,6 +72,15 @@
 // completion, no staging copy. The fencing (SetLimit, FenceCounter) is the
 // same code. A target whose QP leaves RTS or whose ring is withdrawn is
 // dropped at its next publish, as on an error completion.
+//
+// A home's lone writer in the home's own process (WriterConfig.SoloHome)
+// goes further (solo.go, go-disruptor's single-producer sequencer): it
+// reserves runs of sequences with one CAS each and hands them out with
+// plain stores, publishing its next sequence in the home region's solo
+// word, which readers READ before the counter. Home.Share ends it for
+// good before the home grants its counter to anyone else: a membarrier
+// handshake stops the writer between claims and the run's unused tail goes
+// back, so no sequence is doubled or left a hole.
 //
 // PublishAt(seq) is A/B line arbitration: a CAS seq→seq+1 that only the
 // first line wins; the other gets ErrLost and writes nothing.

@@ -42,6 +42,35 @@ func (w *Writer) SetLimit(limit uint64) {
 	w.fence.Store(limit) // pairs with the Load in inLimit
 }
 
+// SetLeaseEnd bounds the writer's claims in time: a claim that completes
+// at or after end is not written and returns ErrFenced, as one that
+// reaches the limit does (its sequences are reported by readers as a gap
+// or with the epoch's unused range). The publisher of a home held on this
+// node sets it to the moment its lease loop gives the home up (the last
+// renewal plus three quarters of the lease): a home that stalled (SIGSTOP,
+// a long pause, CPU starvation) and wakes up past its lease must not write
+// what it claims from its own counter before its lease loop has run and
+// fenced it, since a newer epoch may be writing the same slots. What was
+// claimed in time and is being written when the process stalls still
+// lands when it resumes (no check can stop a copy under way); the lease's
+// last quarter is the margin for it. The zero time removes the bound.
+// Safe from any goroutine. It costs one clock read per claim while set.
+func (w *Writer) SetLeaseEnd(end time.Time) {
+	if end.IsZero() {
+		w.lease.Store(0) // pairs with the Load in claimable
+		return
+	}
+	w.lease.Store(max(monoNs()+int64(time.Until(end)), 1)) // pairs with the Load in claimable
+}
+
+// claimable is inLimit for a claim just made: also within the lease end.
+func (w *Writer) claimable(first, n uint64) bool {
+	if e := w.lease.Load(); e != 0 && monoNs() >= e { // pairs with the Store in SetLeaseEnd
+		return false
+	}
+	return w.inLimit(first, n)
+}
+
 // Limit is the writer's limit (see SetLimit).
 func (w *Writer) Limit() uint64 { return w.fence.Load() }
 
@@ -67,6 +96,17 @@ func (r *Reader) SetEpoch(start, reserved uint64) {
 			break
 		}
 	}
+}
+
+// AwaitEpoch makes the reader take no stamp ahead of it for a lap until
+// SetEpoch gives it a reservation: a reader that knows no epoch yet cannot
+// tell a lossy lap from a newer epoch's first ticks, and would name the
+// ended epoch's unused range as an overrun (the chaos test saw it on a
+// subscriber whose node's JetStream answered seconds late). Until then it
+// delivers in order and waits where it would jump. The subscriber calls it
+// before Poll runs, since its node always learns the topic's home record.
+func (r *Reader) AwaitEpoch() {
+	r.bound.CompareAndSwap(0, 1) // no stamp is below 1: none is trusted ahead; pairs with the Load in trusted
 }
 
 // trusted reports whether stamp (> seq, in seq's slot at off) can be

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
 )
 
 func TestReader_FarAheadForgedStamp_NotTrustedAndDeliveryGoesOn(t *testing.T) {
@@ -312,4 +314,126 @@ func TestWriter_ReliableReaderARingBehind_HoleSkippedNotStuck(t *testing.T) {
 	var c2 collector
 	pollUntil(t, r2.Reader(), &c2, func() bool { return len(c2.ticks) == 64 })
 	assert.Empty(t, c2.events)
+}
+
+// A home that stalled past its lease and wakes up must not write what it
+// claims from its own counter before its lease loop has fenced it (the
+// chaos test saw a SIGCONTed home's batches overwrite a newer epoch's
+// ticks in a reliable ring): a claim that completes after the lease end
+// is not written and returns ErrFenced, whatever the limit says.
+func TestWriter_SetLeaseEnd_ClaimsAfterItAreNotWritten(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64, GapTimeout: 5 * time.Millisecond})
+	tp.w.SetLeaseEnd(time.Now().Add(time.Hour))
+	seq, err := tp.w.Publish(0, payloadFor(1, 8), 0)
+	require.NoError(t, err, "within the lease")
+	require.Equal(t, uint64(1), seq)
+
+	tp.w.SetLeaseEnd(time.Now().Add(-time.Millisecond))
+	_, err = tp.w.Publish(0, payloadFor(2, 8), 0)
+	require.ErrorIs(t, err, ErrFenced)
+	_, err = tp.w.PublishBatch([]Tick{{Payload: payloadFor(3, 8)}, {Payload: payloadFor(4, 8)}})
+	require.ErrorIs(t, err, ErrFenced)
+	_, err = tp.w.PublishAt(tp.home.Counter(), 0, payloadFor(5, 8), 0)
+	require.ErrorIs(t, err, ErrFenced, "a PublishAt that wins its CAS after the lease end writes nothing")
+	claimed := tp.home.Counter() - 1 // 1 written, the rest claimed and not written
+
+	faa := tp.addWriter(WriterConfig{Claim: ClaimFAA, PublisherID: 9})
+	faa.SetLeaseEnd(time.Now().Add(-time.Millisecond))
+	_, err = faa.Publish(0, payloadFor(6, 8), 0)
+	require.ErrorIs(t, err, ErrFenced, "a FAA claim after the lease end is not written")
+	claimed++
+
+	tp.w.SetLeaseEnd(time.Time{}) // no bound
+	seq, err = tp.w.Publish(0, payloadFor(7, 8), 0)
+	require.NoError(t, err)
+	require.Equal(t, claimed+1, seq)
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 2 && len(c.events) > 0 })
+	assert.Equal(t, []uint64{1, claimed + 1}, []uint64{c.ticks[0].Seq, c.ticks[1].Seq}, "nothing claimed after the lease end was written")
+	require.Len(t, c.events, 1)
+	assert.Equal(t, Event{Kind: EventGap, From: 2, To: claimed}, c.events[0], "what was claimed and not written is named")
+}
+
+// silentQP is a home QP whose atomics never complete: a stopped or
+// partitioned home.
+type silentQP struct{ rdma.QueuePair }
+
+func (q silentQP) PostSend(wr *rdma.WorkRequest) error {
+	if wr.Op == rdma.OpCompareAndSwap || wr.Op == rdma.OpFetchAndAdd {
+		return nil
+	}
+	return q.QueuePair.PostSend(wr)
+}
+
+// A claim waiting on a home that does not answer returns ErrFenced as soon
+// as the writer is fenced (the lease went: SetLimit(0)), not at the
+// writer's timeout: a publisher of a stopped home fails over when the
+// home's lease expires, not a timeout later.
+func TestWriter_ClaimWaitingOnASilentHome_FencedEndsTheWait(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	for _, claim := range []ClaimMode{ClaimCAS, ClaimFAA} {
+		cq := newCQ(t, tp.dev, 64)
+		hq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
+		w, err := NewWriter(WriterConfig{Device: tp.dev, CQ: cq, HomeQP: silentQP{hq}, Home: tp.home.Desc(), Claim: claim, Timeout: time.Minute})
+		require.NoError(t, err)
+		defer w.Close()
+		done := make(chan error, 1)
+		go func() {
+			_, err := w.Publish(0, payloadFor(1, 8), 0)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			t.Fatalf("%v: the claim returned (%v) though the home never answers", claim, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		w.SetLimit(0)
+		select {
+		case err := <-done:
+			assert.ErrorIs(t, err, ErrFenced, "%v", claim)
+		case <-time.After(30 * time.Second): // the writer's timeout is a minute
+			t.Fatalf("%v: still waiting for the silent home after it was fenced", claim)
+		}
+	}
+}
+
+// A reader that knows no epoch yet (its node's home records came late)
+// must not take a newer epoch's ticks for a lap: with AwaitEpoch it waits
+// where it would jump, and once SetEpoch tells it where the new epoch
+// starts it names the ended epoch's unused range with one EventEpoch, not
+// as an overrun.
+func TestReader_AwaitEpoch_NewEpochBeforeItsRecordIsNotAnOverrun(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64, GapTimeout: time.Hour})
+	rd := r.Reader()
+	rd.AwaitEpoch()
+	for i := uint64(1); i <= 5; i++ {
+		_, err := tp.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, rd, &c, func() bool { return len(c.ticks) == 5 })
+	// the old epoch reserved 6..999 and used none of it; the new one
+	// starts at 1000 and laps the ring before the reader hears of it
+	_, err := tp.w.claim(994)
+	require.NoError(t, err)
+	for i := uint64(1000); i < 1100; i++ {
+		seq, err := tp.w.Publish(0, payloadFor(i, 8), 0)
+		require.NoError(t, err)
+		require.Equal(t, i, seq)
+	}
+	for range 1000 {
+		rd.Poll(&c)
+	}
+	assert.Empty(t, c.events, "nothing is named before the reader knows the epochs")
+	assert.Equal(t, uint64(6), rd.Next())
+	rd.SetEpoch(1000, 1<<20)
+	pollUntil(t, rd, &c, func() bool { return rd.Next() >= 1100 })
+	require.NotEmpty(t, c.events)
+	assert.Equal(t, Event{Kind: EventEpoch, From: 6, To: 999}, c.events[0], "the unused range is one epoch event")
+	for _, e := range c.events[1:] {
+		assert.Equal(t, EventOverrun, e.Kind, "%v", e)
+		assert.GreaterOrEqual(t, e.From, uint64(1000), "only the new epoch's lapped ticks are overruns: %v", e)
+	}
 }

@@ -41,6 +41,8 @@ type Home struct {
 	log  zerolog.Logger
 	once sync.Once
 	err  error
+	solo soloState   // solo.go
+	dev  rdma.Device // the device the home is registered on
 }
 
 // NewHome registers a home on dev. The device must have remote atomics.
@@ -80,6 +82,9 @@ func NewHome(dev rdma.Device, cfg HomeConfig) (*Home, error) {
 	remote.Len = uint64(size)
 	h := &Home{mr: mr, log: cfg.Logger, desc: HomeDesc{Epoch: epoch, Start: cfg.Start, Region: remote,
 		JournalSlots: uint32(cfg.JournalSlots), SlotSize: uint32(cfg.SlotSize)}}
+	h.solo.next = &at[hotLine](mr.Bytes(), offHot).Solo
+	h.dev = dev
+	addLocalHome(h)
 	h.log.Debug().Uint64("epoch", epoch).Int("journal", cfg.JournalSlots).Int("slot", cfg.SlotSize).Msg("ring: home registered")
 	return h, nil
 }
@@ -90,12 +95,25 @@ func (h *Home) Desc() HomeDesc { return h.desc }
 // Counter is the next sequence to be claimed, read locally. For observers
 // and for choosing a late-joining ring's Start; claims go through a QP.
 func (h *Home) Counter() uint64 {
-	return at[hotLine](h.mr.Bytes(), offHot).Value.Load() // pairs with the QP atomics of every writer
+	raw := at[hotLine](h.mr.Bytes(), offHot).Value.Load() // pairs with the QP atomics of every writer
+	if s := &h.solo; s.armed.Load() && s.req.Load() == 0 {
+		// A solo writer's run: the counter holds its end; this is the
+		// next sequence it hands out. A counter that moved from the run's
+		// end (fenced) is the counter: the writer leaves solo at its next
+		// claim.
+		if v := s.next.Load() &^ soloBusy; v != 0 && raw == s.end.Load() { // pairs with the writer's Store64
+			return v
+		}
+	}
+	return raw
 }
 
 // Close deregisters the home. Idempotent.
 func (h *Home) Close() error {
-	h.once.Do(func() { h.err = h.mr.Close() })
+	h.once.Do(func() {
+		dropLocalHome(h)
+		h.err = h.mr.Close()
+	})
 	return h.err
 }
 

@@ -19,6 +19,7 @@ type journal struct {
 	base    uint64 // remote address of journal slot 0
 	wr      [3]rdma.WorkRequest
 	ctr     rdma.WorkRequest // READ of the home's counter
+	solo    rdma.WorkRequest // READ of the home's solo word (solo.go), before ctr
 	lastCtr int64            // monoNs of the last counter READ
 	done    int
 	failed  bool
@@ -68,6 +69,8 @@ func (r *Reader) SetJournal(dev rdma.Device, qp rdma.QueuePair, home HomeDesc, t
 	}
 	j.ctr = rdma.WorkRequest{ID: idRecover, Op: rdma.OpRead, Flags: rdma.FlagSignaled,
 		Local: rdma.LocalSGE(mr, 0, 8), Remote: rdma.RemoteAddr{Addr: home.CounterAddr(), RKey: home.Region.RKey}}
+	j.solo = rdma.WorkRequest{ID: idRecover, Op: rdma.OpRead, Flags: rdma.FlagSignaled,
+		Local: rdma.LocalSGE(mr, 8, 8), Remote: rdma.RemoteAddr{Addr: home.CounterAddr() + 8, RKey: home.Region.RKey}}
 	r.journalMu.Lock()
 	defer r.journalMu.Unlock()
 	if r.closed.Load() {
@@ -135,6 +138,12 @@ func (j *journal) complete(c *rdma.Completion) {
 
 // counter READs the home's counter (the next sequence to be claimed),
 // at most once per interval; ok is false if it did not (yet) or failed.
+// While the home has a solo writer (solo.go) the counter holds the end of
+// its run, and the solo word the next sequence it hands out: that one is
+// the counter here. The solo word is READ first: Share gives the run's
+// tail back (CAS on the counter) before it clears the word, and READs on
+// one QP run in order, so a cleared word is never paired with the run's
+// end.
 func (j *journal) counter(r *Reader, interval int64) (uint64, bool) {
 	now := monoNs()
 	if now-j.lastCtr < interval {
@@ -145,11 +154,15 @@ func (j *journal) counter(r *Reader, interval int64) (uint64, bool) {
 	if j.dead {
 		return 0, false
 	}
-	if j.qp.PostSend(&j.ctr) != nil || !j.wait(r, 1) {
+	if j.qp.PostSend(&j.solo) != nil || j.qp.PostSend(&j.ctr) != nil || !j.wait(r, 2) {
 		j.dead = true
 		return 0, false
 	}
-	return binary.LittleEndian.Uint64(j.mr.Bytes()), true
+	c := binary.LittleEndian.Uint64(j.mr.Bytes())
+	if s := binary.LittleEndian.Uint64(j.mr.Bytes()[8:]) &^ soloBusy; s != 0 && s < c {
+		c = s
+	}
+	return c, true
 }
 
 // wait reaps until posted completions arrived; false on error or timeout.

@@ -63,7 +63,11 @@ type regionHeader struct {
 // sequence its reader will deliver; stored by the reader only, for observers).
 type hotLine struct {
 	Value atomic.Uint64
-	_     [LineSize - 8]byte
+	// Solo (home only): 0, or the next sequence the home's solo writer
+	// hands out while Value holds the end of the run it reserved (solo.go;
+	// soloBusy may be set). Stored by that writer and Home.Share only.
+	Solo atomic.Uint64
+	_    [LineSize - 16]byte
 }
 
 // slotHeader is the first SlotHeaderSize bytes of a slot. The payload follows.

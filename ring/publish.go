@@ -47,8 +47,10 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 		return 0, err
 	}
 	if tl.direct && (tl.reliable == 0 || w.roomFor(tl, seq)) {
-		putBody(w.hdrs, seq, publishNs, uint32(len(payload)), typ, 0, w.pub)
-		w.directDeliver(tl, seq, w.hdrs, payload)
+		img := w.img[: hdrLen+len(payload) : hdrLen+len(payload)]
+		putBody(img, seq, publishNs, uint32(len(payload)), typ, 0, w.pub)
+		copy(img[hdrLen:], payload)
+		w.directDeliver(tl, seq, img)
 		addOwn(&w.stats.published, 1)
 		return seq, nil
 	}
@@ -131,6 +133,9 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 	if !w.inLimit(seq, 1) {
 		return 0, ErrFenced // before the room, as in Publish
 	}
+	if w.soloOn {
+		w.soloLeave() // arbitration needs the exact counter
+	}
 	if tl.reliable > 0 && !w.waitRoom(tl, seq) {
 		w.stats.backPressure.Add(1)
 		return 0, ErrBackPressure
@@ -144,6 +149,9 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 		if orig == seq {
 			if seq+1 > w.cached {
 				w.cached = seq + 1
+			}
+			if !w.claimable(seq, 1) {
+				return 0, ErrFenced // won, but the epoch may have ended since the check above
 			}
 			w.stage(0, seq, typ, 0, payload, publishNs)
 			err = w.deliver(tl, 1)
@@ -417,6 +425,14 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 	if !w.inLimit(w.cached, n) { // fenced before claiming: nothing taken
 		return 0, ErrFenced
 	}
+	if w.soloOn {
+		if first, ok := w.soloClaim(n); ok {
+			if w.pending > 0 {
+				w.reapSome()
+			}
+			return w.fenced(first, n)
+		}
+	}
 	if w.faa {
 		orig, err := w.atomic(rdma.OpFetchAndAdd, 0, 0, n)
 		if err != nil {
@@ -462,7 +478,7 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 // fenced returns first, or ErrFenced when the claimed sequences reach the
 // limit (epoch.go): they are not written.
 func (w *Writer) fenced(first, n uint64) (uint64, error) {
-	if !w.inLimit(first, n) {
+	if !w.claimable(first, n) {
 		return 0, ErrFenced
 	}
 	return first, nil
@@ -509,6 +525,13 @@ func (w *Writer) atomic(op rdma.Opcode, compare, swap, add uint64) (uint64, erro
 		if w.expired() {
 			w.idle.Reset()
 			return 0, ErrTimeout // a late completion has another claimID and is ignored
+		}
+		if w.fence.Load() == 0 { // pairs with the Store in SetLimit
+			// The epoch ended while the home did not answer (stopped,
+			// partitioned): fail over now, not at the timeout. Whatever the
+			// claim takes later is never written (as after ErrTimeout).
+			w.idle.Reset()
+			return 0, ErrFenced
 		}
 		w.idle.Idle(0)
 		idled = true

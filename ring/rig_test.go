@@ -92,6 +92,9 @@ func (tp *topo) addWriter(wc WriterConfig) *Writer {
 	}
 	hq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
 	wc.Device, wc.CQ, wc.HomeQP, wc.Home = tp.dev, cq, hq, tp.home.Desc()
+	if wc.SoloHome == soloHere {
+		wc.SoloHome = tp.home
+	}
 	if wc.Timeout == 0 {
 		wc.Timeout = 2 * time.Second
 	}
@@ -104,6 +107,9 @@ func (tp *topo) addWriter(wc WriterConfig) *Writer {
 	}
 	return w
 }
+
+// soloHere as WriterConfig.SoloHome asks addWriter for the topo's home.
+var soloHere = &Home{}
 
 // addRing makes a subscriber ring and adds it to every writer given.
 func (tp *topo) addRing(rc RingConfig, ws ...*Writer) *Ring {

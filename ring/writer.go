@@ -93,6 +93,16 @@ type WriterConfig struct {
 	// directly (rdma.DirectMapper, see direct.go). For comparisons and
 	// tests; false in production.
 	Generic bool
+	// SoloHome is the topic's home when it lives in this process and this
+	// writer is its only publisher: the writer then reserves runs of
+	// sequences ahead and claims within them with plain loads and stores
+	// instead of a locked CAS/FAA per claim (solo.go), until
+	// SoloHome.Share, which the home's owner must call before it grants
+	// its counter to a publisher of another process (a writer made in
+	// this process on the same home Shares it itself). Used only on the
+	// direct path where membarrier(2) works, for the first writer of the
+	// home; ignored otherwise, or if Home is not SoloHome's descriptor.
+	SoloHome *Home
 	// OnTargetDropped, if set, is called (on the publishing goroutine) when
 	// a target's QP fails and the writer drops it.
 	OnTargetDropped func(id uint64, err error)
@@ -234,6 +244,7 @@ type Writer struct {
 	targets atomic.Pointer[targetList]
 	stats   writerStats
 	fence   atomic.Uint64 // SetLimit; the hot path loads it once per claim (epoch.go)
+	lease   atomic.Int64  // SetLeaseEnd: monoNs from which no claim is written; 0 none (epoch.go)
 	retire  atomic.Bool   // retired holds mappings to release (begin)
 
 	// Control plane.
@@ -276,6 +287,7 @@ type WriterStats struct {
 	Targets      int    // targets now
 	Direct       int    // targets now written through a direct mapping (direct.go)
 	DirectClaim  bool   // claims are CPU atomics on the mapped home counter
+	Solo         bool   // claims come from runs reserved ahead, with no locked op each (solo.go)
 }
 
 // Staging memory layout.
@@ -301,9 +313,10 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	stgSlot := (SlotHeaderSize + cfg.MaxPayload + 63) &^ 63
 	w := &Writer{
 		claimer: claimer{homeQP: cfg.HomeQP, homeQPN: cfg.HomeQP.Num(),
-			counter: rdma.RemoteAddr{Addr: cfg.Home.CounterAddr(), RKey: cfg.Home.Region.RKey},
-			cached:  cfg.Home.Start,
-			faa:     cfg.Claim == ClaimFAA},
+			counter:  rdma.RemoteAddr{Addr: cfg.Home.CounterAddr(), RKey: cfg.Home.Region.RKey},
+			cached:   cfg.Home.Start,
+			faa:      cfg.Claim == ClaimFAA,
+			homeDesc: cfg.Home},
 		waiter: waiter{idle: cfg.Idle, timeoutNs: int64(cfg.Timeout), arbNs: int64(cfg.ArbitrationWindow)},
 		staging: staging{pub: cfg.PublisherID, maxPayload: cfg.MaxPayload, maxBatch: cfg.MaxBatch,
 			stgSlot:   stgSlot,
@@ -344,8 +357,10 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		w.journal.bp, _ = cfg.HomeQP.(rdma.BatchPoster)
 	}
 	w.mapHome(&cfg)
+	w.armSolo(cfg.SoloHome)
 	w.direct = !cfg.Generic
 	w.hdrs = make([]byte, hdrLen*(cfg.MaxBatch+1))
+	w.img = make([]byte, hdrLen+cfg.MaxPayload)
 	w.targets.Store(&targetList{cqs: []rdma.CompletionQueue{cfg.CQ}, direct: w.allDirect(nil)}) // pairs with the Load in begin and reap
 	w.log.Debug().Uint32("publisher", w.pub).Stringer("claim", cfg.Claim).Msg("ring: writer ready")
 	return w, nil
@@ -431,12 +446,9 @@ func (w *Writer) AddTarget(t Target) (CreditDesc, error) {
 			closeDirect(nt)
 			return CreditDesc{}, fmt.Errorf("%w: %d in use", ErrNoCreditCell, w.maxTargets())
 		}
-		// The subscriber writes its position over t.QP: give its peer
-		// the credit cells (all of them: one region; see SECURITY.md).
-		if err := Grant(t.QP, regs.credits, rdma.AccessRemoteWrite); err != nil {
-			closeDirect(nt)
-			return CreditDesc{}, err
-		}
+		// t.QP's peer gets no credit cell: the subscriber writes its
+		// position over a queue pair of its own, granted its cell only
+		// (GrantCredit).
 		nt.cellIdx = w.cellsFree[len(w.cellsFree)-1]
 		w.cellsFree = w.cellsFree[:len(w.cellsFree)-1]
 		nt.cell = at[creditCell](w.cellsMem, nt.cellIdx*CreditCellSize)
@@ -538,6 +550,7 @@ func (w *Writer) Stats() WriterStats {
 	return WriterStats{
 		Direct:       direct,
 		DirectClaim:  w.dctr != nil,
+		Solo:         w.soloHome != nil && w.soloHome.solo.armed.Load() && w.soloHome.solo.req.Load() == 0,
 		Published:    w.stats.published.Load(),
 		CASRetries:   w.stats.casRetries.Load(),
 		Lost:         w.stats.lost.Load(),
@@ -556,6 +569,9 @@ func (w *Writer) Close() error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.closed.Store(true) // pairs with the Load in begin
+		if w.soloHome != nil {
+			w.soloHome.Share() // the run's unused tail goes back
+		}
 		for _, t := range w.targets.Load().all {
 			if t.dm != nil {
 				_ = t.dm.Close()

@@ -17,6 +17,10 @@ type claimer struct {
 	claimOK   bool           // ... with StatusSuccess
 	dctr      *uint64        // the mapped home counter (direct.go), or nil: claims through homeQP
 	dhome     rdma.DirectMap // dctr's mapping
+	homeDesc  HomeDesc       // WriterConfig.Home
+	soloHome  *Home          // the home whose solo writer this is (solo.go), or nil
+	soloOn    bool           // claims come from the run cached..runEnd (solo.go)
+	runEnd    uint64         // solo: the run's end, as the counter holds it
 }
 
 // waiter is how the writer waits: its idle strategy and the deadline of

@@ -20,5 +20,6 @@ type staging struct {
 	batchLens  []uint32 // ... the bytes after its stamp
 	batchSeqs  []uint64 // ... its sequence
 	skipBuf    [8]byte  // a skip slot's payload
-	hdrs       []byte   // direct publishes: each tick's header after the stamp (hdrLen bytes)
+	hdrs       []byte   // direct batches: each tick's header after the stamp (hdrLen bytes)
+	img        []byte   // direct Publish: the tick's slot after the stamp (header, payload), assembled once for every target
 }

@@ -104,7 +104,8 @@ func (s *Subscriber) connectedTo(key string) bool {
 func (s *Subscriber) attachCredit(from bus.PeerInfo, pubID string) {
 	defer s.wg.Done()
 	key := from.ID + "/" + pubID
-	qp, err := s.dev.CreateQP(rdma.QPConfig{SendCQ: s.cq, RecvCQ: s.cq, SendDepth: 64, RecvDepth: 16})
+	// confined: the publisher reaches nothing of this node through it
+	qp, err := s.dev.CreateQP(ring.Confine(s.dev, rdma.QPConfig{SendCQ: s.cq, RecvCQ: s.cq, SendDepth: 64, RecvDepth: 16}))
 	if err != nil {
 		return
 	}

@@ -40,10 +40,12 @@ type recHandler struct {
 	joinEpoch   atomic.Uint64 // epoch sequences passed before the first tick
 	lateGap     atomic.Uint64 // gap sequences handed out as EventJoin
 	lateOverrun atomic.Uint64 // overrun sequences handed out as EventJoin
+
+	clock wallClock // the poll goroutine's
 }
 
 func (h *recHandler) OnTicks(ts []ring.Tick) {
-	now := time.Now().UnixNano() // the one timestamp per batch
+	now := h.clock.now() // the one timestamp per batch
 	for i := range ts {
 		h.rec.Record(now - ts[i].PublishNs)
 	}

@@ -53,7 +53,8 @@ func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
 		s.log.Info().Str("home", hi.Node.ID).Str("provider", prov).Msg("subscriber: the home's journal is on another provider than the ring; not attached")
 		return
 	}
-	qp, err := s.dev.CreateQP(rdma.QPConfig{SendCQ: s.cq, RecvCQ: s.cq, SendDepth: 16, RecvDepth: 16})
+	// confined: the home reaches nothing of this node through it
+	qp, err := s.dev.CreateQP(ring.Confine(s.dev, rdma.QPConfig{SendCQ: s.cq, RecvCQ: s.cq, SendDepth: 16, RecvDepth: 16}))
 	if err != nil {
 		s.log.Warn().Err(err).Msg("subscriber: journal queue pair")
 		return

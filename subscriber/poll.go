@@ -15,7 +15,11 @@ func (s *Subscriber) Poll() int {
 	if !s.h.joined {
 		s.maybeStart()
 	}
-	return s.reader.Poll(&s.h)
+	n := s.reader.Poll(&s.h)
+	if n == 0 {
+		s.h.clock.idled()
+	}
+	return n
 }
 
 // ReadInto copies the next tick into t and its payload into buf; see

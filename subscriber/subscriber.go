@@ -117,6 +117,7 @@ func New(ctx context.Context, node Node, devs *link.Devices, cfg Config, h Handl
 		return nil, fmt.Errorf("subscriber: %w", err)
 	}
 	s.reader = s.ring.Reader()
+	s.reader.AwaitEpoch() // no lap is taken before the first home record says where epochs end (onHome)
 	desc, err := s.ring.Desc().MarshalBinary()
 	if err != nil {
 		_ = s.ring.Close()

@@ -192,6 +192,22 @@ func (r *Report) String() string {
 	return b.String()
 }
 
+// Summary is String followed by the first n problems, one a line (and
+// how many more there are): the last thing a failed chaos test prints, so
+// that a CI log cut to its head and tail still shows what went wrong.
+func (r *Report) Summary(n int) string {
+	var b strings.Builder
+	b.WriteString(r.String())
+	for i, p := range r.Problems {
+		if i == n {
+			fmt.Fprintf(&b, "\n  … and %d more problems", len(r.Problems)-n)
+			break
+		}
+		fmt.Fprintf(&b, "\n  problem %d: %v", i+1, p)
+	}
+	return b.String()
+}
+
 // ident names a tick: who published it and its payload's hash (the
 // payload carries the publish time, so two ticks never share it).
 type ident struct {

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,6 +130,23 @@ func TestReport_ErrKeepsTwentyOfAKindAndCountsTheRest(t *testing.T) {
 	r := Check([]Subscriber{{Name: "a", Ticks: run(ticks...)}}, []Publisher{pub1(100)})
 	require.Len(t, r.Problems, 49)
 	assert.ErrorContains(t, r.Err(), "29 more")
+}
+
+func TestReport_SummaryEndsWithTheFirstProblems(t *testing.T) {
+	var ticks []uint64
+	for s := uint64(1); s <= 30; s += 2 { // 14 holes
+		ticks = append(ticks, s)
+	}
+	r := Check([]Subscriber{{Name: "a", Ticks: run(ticks...)}}, []Publisher{pub1(30)})
+	require.Len(t, r.Problems, 14)
+	sum := r.Summary(10)
+	assert.True(t, strings.HasPrefix(sum, r.String()), "the summary starts with the counts")
+	assert.Contains(t, sum, "problem 1: "+r.Problems[0].Error())
+	assert.Contains(t, sum, "problem 10: "+r.Problems[9].Error())
+	assert.NotContains(t, sum, "problem 11:")
+	assert.True(t, strings.HasSuffix(sum, "… and 4 more problems"), "the summary ends with what it left out: %s", sum)
+	assert.Equal(t, Check([]Subscriber{{Name: "a", Ticks: run(1, 2)}}, []Publisher{pub1(2)}).String(),
+		Check([]Subscriber{{Name: "a", Ticks: run(1, 2)}}, []Publisher{pub1(2)}).Summary(10), "no problems, nothing added")
 }
 
 func TestFailovers_FromTheOldHomesLastTickToTheNewOnesFirst(t *testing.T) {

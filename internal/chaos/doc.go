@@ -20,6 +20,8 @@
 // When the chaos test fails it keeps the records and every role's whole
 // log in the directory it names ("records kept in …"): each role's record
 // file (ReadFile) and <role>.log (zerolog JSON). NETNS_NATS_LOG=1 shows the
-// nats-servers' logs too. BenchmarkFailover runs the same roles on one host
+// nats-servers' logs too; CHAOS_KEEP=1 keeps records and logs of a run
+// that passed. BenchmarkFailover crashes the home (SIGKILL, SIGSTOP) with
+// the same roles, in three hosts where the machine allows, else on one
 // (no root needed): go test -run XXX -bench Failover -benchtime=10x.
 package chaos

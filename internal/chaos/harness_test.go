@@ -130,6 +130,16 @@ type harness struct {
 
 	rate  float64
 	batch []int // per slot
+
+	// verdict is why the test failed, printed again as its last line.
+	verdict string
+}
+
+// fatalf fails the test with the message, and keeps it as the verdict.
+func (h *harness) fatalf(format string, args ...any) {
+	h.t.Helper()
+	h.verdict = fmt.Sprintf(format, args...)
+	h.t.Fatal(h.verdict)
 }
 
 func newHarness(t testing.TB, ctx context.Context) *harness {
@@ -200,14 +210,23 @@ func newLocalHarness(t testing.TB, ctx context.Context) *harness {
 func baseHarness(t testing.TB, ctx context.Context) *harness {
 	dir, err := os.MkdirTemp("", "chaos-")
 	require.NoError(t, err)
+	h := &harness{t: t, ctx: ctx, dir: dir, start: time.Now(), nextID: 100, pubs: make([]*proc, 3), rate: 1000, batch: []int{1, 1, 1}}
+	keep := func() bool { return t.Failed() || os.Getenv("CHAOS_KEEP") != "" }
+	// Registered first, so it runs last: a failed test's last lines say
+	// why (a CI log keeps only the head and the tail of a long run, and
+	// the roles' logs come before this).
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() && h.verdict != "" {
+			t.Logf("chaos: FAILED: %s", h.verdict)
+		}
+	})
+	t.Cleanup(func() {
+		if keep() {
 			t.Logf("records kept in %s", dir)
 			return
 		}
 		os.RemoveAll(dir)
 	})
-	h := &harness{t: t, ctx: ctx, dir: dir, start: time.Now(), nextID: 100, pubs: make([]*proc, 3), rate: 1000, batch: []int{1, 1, 1}}
 	t.Cleanup(func() {
 		for _, p := range append(append([]*proc{}, h.all...), h.subs...) {
 			if p.alive() {
@@ -216,13 +235,15 @@ func baseHarness(t testing.TB, ctx context.Context) *harness {
 				<-p.done
 			}
 		}
-		if t.Failed() {
+		if keep() {
 			for _, p := range append(append([]*proc{}, h.all...), h.subs...) {
 				p.mu.Lock()
 				full := p.stderr.String()
 				p.mu.Unlock()
 				os.WriteFile(p.out+".log", []byte(full), 0o644)
-				t.Logf("%s's log (whole in %s.log):\n%s", p.name, p.out, p.log())
+				if t.Failed() {
+					t.Logf("%s's log (whole in %s.log):\n%s", p.name, p.out, p.log())
+				}
 			}
 		}
 	})
@@ -358,7 +379,7 @@ func (h *harness) waitNewHome(epoch uint64, timeout time.Duration) int {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	h.t.Fatalf("no publisher became the topic's home past epoch %d within %v", epoch, timeout)
+	h.fatalf("no publisher became the topic's home past epoch %d within %v", epoch, timeout)
 	return -1
 }
 
@@ -371,7 +392,7 @@ func (h *harness) waitHome(timeout time.Duration) int {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	h.t.Fatalf("no publisher says it is the topic's home after %v", timeout)
+	h.fatalf("no publisher says it is the topic's home after %v", timeout)
 	return -1
 }
 
@@ -396,7 +417,7 @@ func (h *harness) progress(after string, timeout time.Duration) {
 	for i, s := range h.subs {
 		for s.num("n") < before[i]+100 {
 			if time.Now().After(deadline) {
-				h.t.Fatalf("%s: %s delivered nothing new within %v (stuck at %d, ring at %s); publishers now: %s",
+				h.fatalf("%s: %s delivered nothing new within %v (stuck at %d, ring at %s); publishers now: %s",
 					after, s.name, timeout, s.num("n"), s.field("next"), h.pubStats())
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -472,7 +493,7 @@ func (h *harness) oneHome(after string, timeout time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: %d publishers say they are the topic's home after %v: %v", after, len(homes), timeout, homes)
+			h.fatalf("%s: %d publishers say they are the topic's home after %v: %v", after, len(homes), timeout, homes)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -531,15 +552,24 @@ func (h *harness) stopPub(p *proc) {
 // and checks them.
 func (h *harness) finish() *Report {
 	h.t.Helper()
+	h.note("stopping the publishers")
+	for _, p := range h.pubs { // all at once: on a loaded machine one by one took tens of seconds
+		if p != nil && p.alive() {
+			p.stdin.Close()
+		}
+	}
 	for _, p := range h.pubs {
 		if p != nil && p.alive() {
 			h.stopPub(p)
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	var subs []Subscriber
+	h.note("stopping the subscribers")
 	for _, s := range h.subs {
 		s.stdin.Close()
+	}
+	var subs []Subscriber
+	for _, s := range h.subs {
 		h.t.Logf("%s: %s", s.name, s.expect(h.t, "DONE", 60*time.Second))
 		<-s.done
 		require.True(h.t, s.cmd.ProcessState.Success(), "%s exits 0", s.name)
@@ -557,7 +587,9 @@ func (h *harness) finish() *Report {
 		require.NoError(h.t, err)
 		pubs = append(pubs, pub)
 	}
+	h.note("checking the records")
 	r := Check(subs, pubs)
+	h.note("checked")
 	h.t.Log(r.String())
 	for _, d := range h.deaths {
 		var took []string

@@ -84,6 +84,11 @@ type Bus struct {
 	CAFile            string        `yaml:"ca_file"`
 	CertFile          string        `yaml:"cert_file"`
 	KeyFile           string        `yaml:"key_file"`
+	// EmbeddedCertFile and EmbeddedKeyFile make the embedded server speak
+	// TLS only (ca_file, required with them, verifies it; with cert_file
+	// and key_file it requires client certificates too).
+	EmbeddedCertFile string `yaml:"embedded_cert_file"`
+	EmbeddedKeyFile  string `yaml:"embedded_key_file"`
 	// Authorization says which identities (public user nkeys, U…) may
 	// publish and subscribe on which topics ("*": every topic); an empty
 	// list allows every identity that signs its messages (the default).

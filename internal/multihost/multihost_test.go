@@ -147,7 +147,8 @@ func pubMain(args []string) int {
 	}
 	defer node.Close()
 	defer devs.Close()
-	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: topic, Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, Timeout: f.wait, Logger: logger})
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: topic, Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, Timeout: f.wait,
+		PublisherID: publisherID(f.name), Logger: logger})
 	if err != nil {
 		return fail(err)
 	}
@@ -169,6 +170,7 @@ func pubMain(args []string) int {
 	defer rec.close()
 	var tk tick.Tick
 	var last uint64
+	subs := -1
 	for i := 0; i < f.n; i++ {
 		feed.Next(&tk, time.Now().UnixNano())
 		tk.PubTime = time.Now().UnixNano()
@@ -176,6 +178,10 @@ func pubMain(args []string) int {
 			return fail(fmt.Errorf("tick %d: %w", i, err))
 		}
 		rec.printf("P %d %d\n", last, time.Now().UnixNano())
+		if k := pub.Subscribers(); k != subs { // a ring added (or dropped) before this line
+			subs = k
+			rec.printf("S %d %d %d\n", k, last, time.Now().UnixNano())
+		}
 		if f.rate > 0 {
 			if d := time.Until(start.Add(time.Duration(float64(i+1) / f.rate * float64(time.Second)))); d > 0 {
 				time.Sleep(d)
@@ -190,6 +196,14 @@ func pubMain(args []string) int {
 		io.Copy(io.Discard, os.Stdin) // until the test closes stdin or dies
 	}
 	return 0
+}
+
+// publisherID is the id a publisher role stamps on its ticks: a hash of
+// its name, so the test knows whose tick a subscriber delivered.
+func publisherID(name string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return max(h.Sum32(), 1)
 }
 
 // collector keeps what a subscriber delivers: count, order, checksum.

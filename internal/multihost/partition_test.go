@@ -9,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/tickbus/tickbus/link"
 )
 
 // The partition tests' timings. Nothing here is asserted as a duration;
@@ -21,7 +19,7 @@ import (
 
 // TestMultiHost_Partition_LossySubscriberAccountsAndRecovers: host C's link
 // goes down for 5s while host A publishes to lossy subscribers on B and C;
-// every bus drops silent peers after 2.5s, so A's bus drops C (and C's
+// every bus drops silent peers after 3s, so A's bus drops C (and C's
 // drops A) during the partition and both hear each other afresh after it.
 // The publisher is not stalled for the partition (it waits once for C's
 // completions, drops C's queue pair and publishes on) and B keeps
@@ -33,7 +31,7 @@ func TestMultiHost_Partition_LossySubscriberAccountsAndRecovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("partitions a host for 5s in a ~12s stream; skipped with -short")
 	}
-	partition(t, 5*time.Second, 2500*time.Millisecond)
+	partition(t, 5*time.Second, 3*time.Second)
 }
 
 // TestMultiHost_ShortPartition_LossySubscriberRecovers: the same with a
@@ -106,17 +104,6 @@ func partition(t *testing.T, down, hb time.Duration) {
 		}
 		return k
 	}
-	// After the writer's wait for C's completions ran out: what a
-	// publisher that waited for C until the link came back could not have
-	// published.
-	afterWait := func(ns []int64) (k int) {
-		for _, x := range ns {
-			if x >= linkDown+int64(roleWait) && x <= linkUp {
-				k++
-			}
-		}
-		return k
-	}
 	var pubNs, bNs, cNs []int64
 	var skipped int
 	var stall int64
@@ -130,6 +117,26 @@ func partition(t *testing.T, down, hb time.Duration) {
 	for _, tk := range rb.ticks {
 		bNs = append(bNs, tk.ns)
 	}
+	// When the publisher resumed: the end of its first pause of at least
+	// the writer's wait that began during the partition (its wait for C's
+	// completions once C's send queue filled), or the partition's start if
+	// it never paused so. A publisher that waited for C until the link came
+	// back resumed only after linkUp.
+	resumed := linkDown
+	for i := 1; i < len(rp.pubs); i++ {
+		if a, b := rp.pubs[i-1].ns, rp.pubs[i].ns; a >= linkDown && a < linkUp && b-a >= int64(roleWait) {
+			resumed = b
+			break
+		}
+	}
+	afterWait := func(ns []int64) (k int) {
+		for _, x := range ns {
+			if x >= resumed && x <= linkUp {
+				k++
+			}
+		}
+		return k
+	}
 	var cAfter int
 	for _, tk := range rc.ticks {
 		cNs = append(cNs, tk.ns)
@@ -140,6 +147,7 @@ func partition(t *testing.T, down, hb time.Duration) {
 	connects := subC.logCount("subscriber: publisher connected")
 	drops := pub.logCount("publisher: subscriber gone; dropped its queue pair") + pub.logCount("publisher: subscriber's queue pair failed; dropped it")
 	v.count("pub_during", during(pubNs))
+	v.count("pub_resumed_ms_into_partition", (resumed-linkDown)/1e6)
 	v.count("pub_after_wait", afterWait(pubNs))
 	v.count("pub_skipped_seqs", skipped)
 	v.count("pub_longest_pause_ms", stall/1e6)
@@ -156,18 +164,17 @@ func partition(t *testing.T, down, hb time.Duration) {
 	v.count("pub_connects", pub.logCount("publisher: subscriber connected"))
 	v.count("pub_drops", drops)
 	v.count("pub_subscriber_gone", pub.logCount("publisher: subscriber gone; dropped its queue pair"))
-	t.Logf("during the partition: published %d, B received %d, C received %d; C after it %d; C's events %s",
-		during(pubNs), during(bNs), during(cNs), cAfter, eventSummary(rc.events))
+	t.Logf("during the partition: published %d (resumed %dms into it), B received %d, C received %d; C after it %d; C's events %s",
+		during(pubNs), (resumed-linkDown)/1e6, during(bNs), during(cNs), cAfter, eventSummary(rc.events))
 
-	// Not stalled for the partition: between the end of the writer's wait
-	// for C and the link's return the publisher published, and B received,
-	// more ticks than C's send queue holds. A publisher that waited for C
-	// until the link came back could have published no more than that
-	// (the ticks it wrote before C's send queue filled). No rate is
-	// assumed: a loaded CI host has been seen to let the publisher catch
-	// up at a few hundred ticks a second.
-	v.check(assert.Greater(t, afterWait(pubNs), link.Writer.SendDepth, "the publisher kept publishing during the partition"), "the publisher kept publishing during the partition")
-	v.check(assert.Greater(t, afterWait(bNs), link.Writer.SendDepth, "host B kept receiving during the partition"), "host B kept receiving during the partition")
+	// Not stalled for the partition: after its wait for C the publisher
+	// published, and B received, before the link came back. A publisher
+	// that waited for C until then resumed only after linkUp. No rate is
+	// assumed: at a load of 50 on 2 cores the publisher was seen to catch
+	// up at under 100 ticks a second, and how soon C's send queue fills
+	// depends on its depth (link's) and on the rate.
+	v.check(assert.Positive(t, afterWait(pubNs), "the publisher kept publishing during the partition"), "the publisher kept publishing during the partition")
+	v.check(assert.Positive(t, afterWait(bNs), "host B kept receiving during the partition"), "host B kept receiving during the partition")
 
 	v.check(assert.Equal(t, "0", got["host-b"]["lost"], "host B lost nothing"), "host B lost nothing")
 	lostB, err := accounted("host-b", rb, 1, ticks)

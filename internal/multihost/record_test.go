@@ -12,7 +12,9 @@ import (
 )
 
 // record is a role's per-tick log, written to a file the test reads after
-// the role exited: "P seq ns" for each tick a publisher published, "T seq
+// the role exited: "P seq ns" for each tick a publisher published, "S
+// count seq ns" after the publish of seq when the publisher's count of
+// subscriber rings changed (to count), "T seq
 // publisher payload-hash ns" for each tick a subscriber delivered and "E
 // kind from to ns" for each event. A nil record (no -out) writes nothing.
 type record struct {
@@ -95,11 +97,43 @@ type published struct {
 	ns  int64
 }
 
+// subsChange is a publisher's count of subscriber rings changing: to
+// count, seen after its publish of seq.
+type subsChange struct {
+	count int
+	seq   uint64
+	ns    int64
+}
+
 // records holds one role's file, parsed.
 type records struct {
 	ticks  []delivered
 	events []event
 	pubs   []published
+	subs   []subsChange
+}
+
+// firstAfter is the first sequence r's publisher published once it wrote
+// into count subscriber rings (0 if it never did): the ring added last is
+// written from that sequence on.
+func (r records) firstAfter(count int) uint64 {
+	var after uint64
+	found := false
+	for _, c := range r.subs {
+		if c.count >= count {
+			after, found = c.seq, true
+			break
+		}
+	}
+	if !found {
+		return 0
+	}
+	for _, p := range r.pubs {
+		if p.seq > after {
+			return p.seq
+		}
+	}
+	return 0
 }
 
 func readRecords(t *testing.T, path string) records {
@@ -122,6 +156,8 @@ func readRecords(t *testing.T, path string) records {
 			r.ticks = append(r.ticks, delivered{seq: num(f[1]), publisher: num(f[2]), hash: f[3], ns: int64(num(f[4]))})
 		case f[0] == "E" && len(f) == 5:
 			r.events = append(r.events, event{kind: f[1], from: num(f[2]), to: num(f[3]), ns: int64(num(f[4]))})
+		case f[0] == "S" && len(f) == 4:
+			r.subs = append(r.subs, subsChange{count: int(num(f[1])), seq: num(f[2]), ns: int64(num(f[3]))})
 		case f[0] == "P" && len(f) == 3:
 			r.pubs = append(r.pubs, published{seq: num(f[1]), ns: int64(num(f[2]))})
 		default:

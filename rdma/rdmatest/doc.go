@@ -69,6 +69,16 @@
 //     both sides; a deregistered region fails with StatusRemoteAccess, a
 //     deregistered local buffer with StatusLocalProtection; many regions,
 //     each reached by its own key.
+//   - Grants: a QP cannot touch, by any op, a region granted to another QP
+//     (named by the rkey that grant returned); a read-only grant refuses
+//     writes and atomics; a region registered after a confined QP connected
+//     is unreachable until granted, then reachable; a wrong rkey moves both
+//     QPs to ERR; bad grants (another device's region, local rights, none,
+//     rights the region lacks, a closed region, empty or outside ranges)
+//     fail with ErrGrant; a confined QP granted a 64-byte sub-range
+//     (GrantRange) reaches it with the granted rights and nothing before,
+//     after or across its edges, and holds one range per region. Skipped,
+//     saying why, on a device without Caps().GrantPerQP.
 //   - Close: a QP closed while another goroutine posts to it and its peer's
 //     CQ is polled (the poster ends with ErrClosed, the peer goes to ERR);
 //     devices closed while posting and polling; a CQ closed while polled;

@@ -16,6 +16,7 @@ var grantTests = []test{
 	{"RegionRegisteredLater_NotGrantedNotReachable", testGrantLaterRegion},
 	{"WrongRKey_ClosesTheQueuePair", testWrongRKeyCloses},
 	{"Grant_BadArguments_Refused", testGrantBad},
+	{"SubRangeGrant_RestUnreachable", testGrantRange},
 }
 
 // granted is two connected QPs (a on devA, b on devB) where b's peer may
@@ -24,13 +25,21 @@ type granted struct {
 	a, b     rdma.QueuePair
 	cqA, cqB rdma.CompletionQueue
 	local    rdma.MemoryRegion
+	// rr is what each Grant returned: the RemoteRegion b's peer names the
+	// region by (on verbs a memory window's rkey, not the region's).
+	rr map[rdma.MemoryRegion]rdma.RemoteRegion
 }
 
 // grantedPair connects a new QP of devA to a new QP of devB that was first
-// granted each region in grants with its access.
+// granted each region in grants with its access. It skips the test on a
+// device that cannot confine a queue pair (a verbs NIC without type 2B
+// memory windows: Grant returns rdma.ErrNotSupported there).
 func grantedPair(t *testing.T, devA, devB rdma.Device, grants map[rdma.MemoryRegion]rdma.Access) *granted {
 	t.Helper()
-	g := &granted{}
+	if !devB.Caps().GrantPerQP {
+		t.Skipf("%s device cannot confine a queue pair (Caps.GrantPerQP false)", devB.Provider())
+	}
+	g := &granted{rr: map[rdma.MemoryRegion]rdma.RemoteRegion{}}
 	var err error
 	g.cqA, err = devA.CreateCQ(64)
 	require.NoError(t, err)
@@ -44,6 +53,8 @@ func grantedPair(t *testing.T, devA, devB rdma.Device, grants map[rdma.MemoryReg
 		rr, err := g.b.Grant(mr, acc)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(len(mr.Bytes())), rr.Len)
+		assert.Equal(t, mr.Addr(), rr.Addr)
+		g.rr[mr] = rr
 	}
 	connect(t, g.a, g.b)
 	g.local, err = devA.RegisterMemory(4096, rdma.AccessLocalWrite)
@@ -52,8 +63,29 @@ func grantedPair(t *testing.T, devA, devB rdma.Device, grants map[rdma.MemoryReg
 	return g
 }
 
+// writeTo is a 64-byte WRITE to the start of mr, named as g.b granted it
+// (or by the region's own rkey, if it was not granted to g.b).
 func writeTo(g *granted, mr rdma.MemoryRegion) rdma.WorkRequest {
-	return rdma.WorkRequest{ID: 5, Op: rdma.OpWrite, Local: rdma.LocalSGE(g.local, 0, 64), Remote: remote(mr, 0)}
+	return rdma.WorkRequest{ID: 5, Op: rdma.OpWrite, Local: rdma.LocalSGE(g.local, 0, 64), Remote: g.at(mr, 0)}
+}
+
+// at is off bytes into mr as g.b's peer names it.
+func (g *granted) at(mr rdma.MemoryRegion, off int) rdma.RemoteAddr {
+	if rr, ok := g.rr[mr]; ok {
+		return rdma.RemoteAddr{Addr: rr.Addr + uint64(off), RKey: rr.RKey}
+	}
+	return remote(mr, off)
+}
+
+// skipDeviceWideKeys skips a case that names a region by its own rkey on a
+// queue pair it was never granted to, where that rkey is valid on every
+// queue pair of the device: on verbs a memory region's rkey is valid
+// throughout its protection domain (only memory windows are bound to one
+// QP), and tickbus hands confined peers only memory-window rkeys.
+func skipDeviceWideKeys(t *testing.T, p Provider) {
+	if p.Name == rdma.ProviderVerbs {
+		t.Skip("verbs: a memory region's own rkey is valid on every QP of its protection domain; confined peers are only ever given memory-window rkeys (SECURITY.md)")
+	}
 }
 
 func targetRegion(t *testing.T, d rdma.Device, access rdma.Access) rdma.MemoryRegion {
@@ -76,7 +108,8 @@ func testGrantOtherQP(t *testing.T, p Provider) {
 		t.Run(op.String(), func(t *testing.T) {
 			g2 := grantedPair(t, devA, devB, map[rdma.MemoryRegion]rdma.Access{r2: rdma.AccessRemote})
 			before := bytes.Clone(r1.Bytes())
-			wr := rdma.WorkRequest{ID: 9, Op: op, Local: rdma.LocalSGE(g2.local, 0, 8), Remote: remote(r1, 0), Add: 1, Compare: u64(r1.Bytes()), Swap: 7}
+			// r1 as g1's peer names it: the rkey granted to another QP
+			wr := rdma.WorkRequest{ID: 9, Op: op, Local: rdma.LocalSGE(g2.local, 0, 8), Remote: g1.at(r1, 0), Add: 1, Compare: u64(r1.Bytes()), Swap: 7}
 			c := do(t, g2.a, g2.cqA, wr)
 			assert.Equal(t, rdma.StatusRemoteAccess, c.Status, "%s on a region granted to another QP", op)
 			assert.Equal(t, before, r1.Bytes(), "memory of another QP's grant changed")
@@ -93,11 +126,11 @@ func testGrantReadOnly(t *testing.T, p Provider) {
 	for _, op := range []rdma.Opcode{rdma.OpWrite, rdma.OpFetchAndAdd} {
 		t.Run(op.String(), func(t *testing.T) {
 			g := grantedPair(t, devA, devB, map[rdma.MemoryRegion]rdma.Access{r: rdma.AccessRemoteRead})
-			rd := rdma.WorkRequest{ID: 1, Op: rdma.OpRead, Local: rdma.LocalSGE(g.local, 0, 64), Remote: remote(r, 0)}
+			rd := rdma.WorkRequest{ID: 1, Op: rdma.OpRead, Local: rdma.LocalSGE(g.local, 0, 64), Remote: g.at(r, 0)}
 			require.Equal(t, rdma.StatusSuccess, do(t, g.a, g.cqA, rd).Status)
 			assert.Equal(t, r.Bytes()[:64], g.local.Bytes()[:64])
 			before := bytes.Clone(r.Bytes())
-			wr := rdma.WorkRequest{ID: 2, Op: op, Local: rdma.LocalSGE(g.local, 0, 8), Remote: remote(r, 64), Add: 1}
+			wr := rdma.WorkRequest{ID: 2, Op: op, Local: rdma.LocalSGE(g.local, 0, 8), Remote: g.at(r, 64), Add: 1}
 			assert.Equal(t, rdma.StatusRemoteAccess, do(t, g.a, g.cqA, wr).Status, "%s through a read-only grant", op)
 			assert.Equal(t, before, r.Bytes())
 		})
@@ -107,6 +140,7 @@ func testGrantReadOnly(t *testing.T, p Provider) {
 // A region registered after a confined QP connected is not reachable
 // through it until it is granted; then it is.
 func testGrantLaterRegion(t *testing.T, p Provider) {
+	skipDeviceWideKeys(t, p)
 	devA, devB := openDevice(t, p), openDevice(t, p)
 	r1 := targetRegion(t, devB, rdma.AccessRemote)
 	g := grantedPair(t, devA, devB, map[rdma.MemoryRegion]rdma.Access{r1: rdma.AccessRemoteWrite})
@@ -115,8 +149,9 @@ func testGrantLaterRegion(t *testing.T, p Provider) {
 	g2 := grantedPair(t, devA, devB, map[rdma.MemoryRegion]rdma.Access{r1: rdma.AccessRemoteWrite})
 	assert.Equal(t, rdma.StatusRemoteAccess, do(t, g2.a, g2.cqA, writeTo(g2, late)).Status, "a region granted to nobody")
 	assert.Equal(t, before, late.Bytes())
-	_, err := g.b.Grant(late, rdma.AccessRemoteWrite)
+	rr, err := g.b.Grant(late, rdma.AccessRemoteWrite)
 	require.NoError(t, err)
+	g.rr[late] = rr
 	assert.Equal(t, rdma.StatusSuccess, do(t, g.a, g.cqA, writeTo(g, late)).Status, "granted after connect")
 	assert.Equal(t, g.local.Bytes()[:64], late.Bytes()[:64])
 }
@@ -154,8 +189,108 @@ func testGrantBad(t *testing.T, p Provider) {
 	} {
 		_, err := qp.Grant(c.mr, c.acc)
 		assert.ErrorIs(t, err, rdma.ErrGrant, name)
+		_, err = qp.GrantRange(c.mr, 0, 64, c.acc)
+		assert.ErrorIs(t, err, rdma.ErrGrant, "range: "+name)
+	}
+	for _, r := range [][2]int{{-1, 64}, {0, 0}, {0, -8}, {4096, 1}, {4000, 97}, {1 << 62, 1 << 62}} {
+		_, err := qp.GrantRange(ro, r[0], r[1], rdma.AccessRemoteRead)
+		assert.ErrorIs(t, err, rdma.ErrGrant, "%d bytes at %d of 4096", r[1], r[0])
 	}
 	require.NoError(t, ro.Close())
 	_, err = qp.Grant(ro, rdma.AccessRemoteRead)
 	assert.ErrorIs(t, err, rdma.ErrGrant, "closed region")
+}
+
+// A confined QP granted 64 bytes in the middle of a region reaches those
+// bytes, with the granted rights, and nothing else of the region: every op
+// before, after or across an edge of the range fails, the memory untouched,
+// and the queue pair goes to ERR. A second grant of another range of the
+// same region is refused; one of the same range adds rights.
+func testGrantRange(t *testing.T, p Provider) {
+	devA, devB := openDevice(t, p), openDevice(t, p)
+	if !devB.Caps().GrantPerQP {
+		t.Skipf("%s cannot confine a queue pair (Caps.GrantPerQP false)", p.Name)
+	}
+	const off, n = 1024, 64
+	r := targetRegion(t, devB, rdma.AccessRemote)
+	type ranged struct {
+		g  *granted
+		rr rdma.RemoteRegion
+	}
+	open := func(t *testing.T, access rdma.Access) ranged {
+		t.Helper()
+		g := &granted{rr: map[rdma.MemoryRegion]rdma.RemoteRegion{}}
+		var err error
+		g.cqA, err = devA.CreateCQ(64)
+		require.NoError(t, err)
+		g.cqB, err = devB.CreateCQ(64)
+		require.NoError(t, err)
+		g.a, err = devA.CreateQP(rdma.QPConfig{SendCQ: g.cqA, RecvCQ: g.cqA, SendDepth: 16, RecvDepth: 4})
+		require.NoError(t, err)
+		g.b, err = devB.CreateQP(rdma.QPConfig{SendCQ: g.cqB, RecvCQ: g.cqB, SendDepth: 16, RecvDepth: 4, Confined: true})
+		require.NoError(t, err)
+		rr, err := g.b.GrantRange(r, off, n, access)
+		require.NoError(t, err)
+		require.Equal(t, r.Addr()+off, rr.Addr)
+		require.Equal(t, uint64(n), rr.Len)
+		connect(t, g.a, g.b)
+		g.local, err = devA.RegisterMemory(4096, rdma.AccessLocalWrite)
+		require.NoError(t, err)
+		fillRandom(t, g.local.Bytes())
+		return ranged{g, rr}
+	}
+	at := func(x ranged, delta int) rdma.RemoteAddr {
+		return rdma.RemoteAddr{Addr: uint64(int64(x.rr.Addr) + int64(delta)), RKey: x.rr.RKey}
+	}
+
+	t.Run("Inside", func(t *testing.T) {
+		x := open(t, rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic)
+		wr := rdma.WorkRequest{ID: 1, Op: rdma.OpWrite, Local: rdma.LocalSGE(x.g.local, 0, n), Remote: at(x, 0)}
+		require.Equal(t, rdma.StatusSuccess, do(t, x.g.a, x.g.cqA, wr).Status, "a WRITE of the whole range")
+		assert.Equal(t, x.g.local.Bytes()[:n], r.Bytes()[off:off+n])
+		word := u64(r.Bytes()[off+n-8:])
+		faa := rdma.WorkRequest{ID: 2, Op: rdma.OpFetchAndAdd, Local: rdma.LocalSGE(x.g.local, 0, 8), Remote: at(x, n-8), Add: 3}
+		require.Equal(t, rdma.StatusSuccess, do(t, x.g.a, x.g.cqA, faa).Status, "an atomic on the range's last word")
+		assert.Equal(t, word+3, u64(r.Bytes()[off+n-8:]))
+		rd := rdma.WorkRequest{ID: 3, Op: rdma.OpRead, Local: rdma.LocalSGE(x.g.local, 0, 8), Remote: at(x, 0)}
+		assert.Equal(t, rdma.StatusRemoteAccess, do(t, x.g.a, x.g.cqA, rd).Status, "a READ through a write-and-atomic grant")
+	})
+	for _, c := range []struct {
+		name  string
+		op    rdma.Opcode
+		delta int // from the range's start
+		len   int
+	}{
+		{"WriteBefore", rdma.OpWrite, -64, 64},
+		{"WriteAcrossStart", rdma.OpWrite, -8, 16},
+		{"WriteAfter", rdma.OpWrite, n, 64},
+		{"WriteAcrossEnd", rdma.OpWrite, n - 8, 16},
+		{"WriteRegionStart", rdma.OpWrite, -off, 8},
+		{"ReadAfter", rdma.OpRead, n, 8},
+		{"ReadAcrossEnd", rdma.OpRead, 8, n},
+		{"AtomicBefore", rdma.OpFetchAndAdd, -8, 8},
+		{"AtomicAfter", rdma.OpCompareAndSwap, n, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x := open(t, rdma.AccessRemote)
+			before := bytes.Clone(r.Bytes())
+			wr := rdma.WorkRequest{ID: 9, Op: c.op, Local: rdma.LocalSGE(x.g.local, 0, c.len), Remote: at(x, c.delta),
+				Add: 1, Compare: u64(r.Bytes()[off+c.delta:]), Swap: 7}
+			assert.Equal(t, rdma.StatusRemoteAccess, do(t, x.g.a, x.g.cqA, wr).Status, "%s of %d bytes at %+d of the range", c.op, c.len, c.delta)
+			assert.Equal(t, before, r.Bytes(), "memory outside the granted range changed")
+			waitState(t, x.g.a, rdma.QPError)
+		})
+	}
+	t.Run("OneRangePerRegion", func(t *testing.T) {
+		x := open(t, rdma.AccessRemoteRead)
+		_, err := x.g.b.GrantRange(r, 0, 4096, rdma.AccessRemoteRead)
+		assert.ErrorIs(t, err, rdma.ErrGrant, "another range of a region granted in part")
+		_, err = x.g.b.Grant(r, rdma.AccessRemoteRead)
+		assert.ErrorIs(t, err, rdma.ErrGrant, "all of a region granted in part")
+		rr, err := x.g.b.GrantRange(r, off, n, rdma.AccessRemoteWrite)
+		require.NoError(t, err, "the same range, more rights")
+		wr := rdma.WorkRequest{ID: 4, Op: rdma.OpWrite, Local: rdma.LocalSGE(x.g.local, 0, 8), Remote: rdma.RemoteAddr{Addr: rr.Addr, RKey: rr.RKey}}
+		assert.Equal(t, rdma.StatusSuccess, do(t, x.g.a, x.g.cqA, wr).Status, "a WRITE after the grant widened")
+		assert.Equal(t, x.g.local.Bytes()[:8], r.Bytes()[off:off+8])
+	})
 }

@@ -290,8 +290,8 @@ func (d *Device) bindAccepted(c *ctlConn, h frame) (*QP, uint8) {
 		return q, 0
 	}
 	for r := range d.regions {
-		if acc := q.exportAccess(r); acc != 0 {
-			if err := r.sendRegion(c, acc); err != nil {
+		if g := q.exportGrant(r); g.access != 0 {
+			if err := r.sendRegion(c, g); err != nil {
 				c.close()
 				return q, 0
 			}

@@ -8,6 +8,13 @@ import (
 	"github.com/tickbus/tickbus/rdma"
 )
 
+// grant is what a confined QP's peer may reach of one region: the n bytes
+// at offset off, with access.
+type grant struct {
+	off, n uint64
+	access rdma.Access
+}
+
 // Grant confines q's peer to the regions granted to q (see
 // rdma.QueuePair.Grant): a confined QP's peer is sent only those regions,
 // with the granted rights, and maps a region granted without remote write
@@ -16,11 +23,23 @@ import (
 // region the peer mapped before. Grant before Connect: a grant pushed while
 // the peer is still connecting may be lost with the connect.
 func (q *QP) Grant(mr rdma.MemoryRegion, access rdma.Access) (rdma.RemoteRegion, error) {
+	return q.GrantRange(mr, 0, len(mr.Bytes()), access)
+}
+
+// GrantRange is Grant of n bytes at off of mr: the peer is sent the range
+// only (its memfd offset and length), maps the pages that cover it, and
+// its QP refuses every op outside the range (remoteAt). The peer holds the
+// region's memfd, so a hostile process of the uid could map the rest of
+// it; an honest peer, or a buggy one, cannot reach it (see SECURITY.md).
+func (q *QP) GrantRange(mr rdma.MemoryRegion, off, n int, access rdma.Access) (rdma.RemoteRegion, error) {
 	r, ok := mr.(*Region)
 	if !ok || r.dev != q.dev {
 		return rdma.RemoteRegion{}, fmt.Errorf("%w: region %T is not of this shm device", rdma.ErrGrant, mr)
 	}
 	if err := rdma.CheckGrant(r.access, access); err != nil {
+		return rdma.RemoteRegion{}, err
+	}
+	if err := rdma.CheckGrantRange(len(r.mem), off, n); err != nil {
 		return rdma.RemoteRegion{}, err
 	}
 	d := q.dev
@@ -34,11 +53,17 @@ func (q *QP) Grant(mr rdma.MemoryRegion, access rdma.Access) (rdma.RemoteRegion,
 	}
 	first := q.grants == nil
 	if q.grants == nil {
-		q.grants = map[*Region]rdma.Access{}
+		q.grants = map[*Region]grant{}
 	}
-	old := q.grants[r]
-	if !first && old.Has(access) {
-		return r.Remote(), nil
+	g := grant{off: uint64(off), n: uint64(n), access: access}
+	old, had := q.grants[r]
+	if had && (old.off != g.off || old.n != g.n) {
+		return rdma.RemoteRegion{}, fmt.Errorf("%w: QP %d holds bytes %d..%d of region %#x, not %d..%d",
+			rdma.ErrGrant, q.num, old.off, old.off+old.n, r.key, g.off, g.off+g.n)
+	}
+	rr := rdma.RemoteRegion{Addr: r.addr + g.off, RKey: r.key, Len: g.n}
+	if !first && had && old.access.Has(access) {
+		return rr, nil
 	}
 	to := func(e *QP) bool { return e == q }
 	if first { // withdraw the unconfined snapshot
@@ -47,23 +72,35 @@ func (q *QP) Grant(mr rdma.MemoryRegion, access rdma.Access) (rdma.RemoteRegion,
 				d.pushToLocked(frame{typ: frameRegionDel, rkey: o.key}, -1, to)
 			}
 		}
-	} else if old != 0 { // widened: the peer maps it again with the new rights
+	} else if had { // widened: the peer maps it again with the new rights
 		d.pushToLocked(frame{typ: frameRegionDel, rkey: r.key}, -1, to)
 	}
-	q.grants[r] = old | access
-	if err := d.pushGrantLocked(r, old|access, to); err != nil {
+	g.access |= old.access
+	q.grants[r] = g
+	if err := d.pushGrantLocked(r, g, to); err != nil {
 		return rdma.RemoteRegion{}, err
 	}
-	return r.Remote(), nil
+	return rr, nil
 }
 
-// exportAccess is what q's peer may do on r: r's remote rights for an
-// unconfined QP, the granted ones for a confined QP. Caller holds d.mu.
-func (q *QP) exportAccess(r *Region) rdma.Access {
+// exportGrant is what q's peer may reach of r: all of r with its remote
+// rights for an unconfined QP, the grant for a confined QP (access 0: none).
+// Caller holds d.mu.
+func (q *QP) exportGrant(r *Region) grant {
 	if q.grants == nil {
-		return r.access & rdma.AccessRemote
+		return grant{n: uint64(len(r.mem)), access: r.access & rdma.AccessRemote}
 	}
 	return q.grants[r]
+}
+
+// grantFrame is the regionAdd frame of g: the granted bytes of r only.
+func (r *Region) grantFrame(g grant) frame {
+	f := r.addFrame()
+	f.addr += g.off
+	f.fileOff += g.off
+	f.length = g.n
+	f.access = g.access
+	return f
 }
 
 // grantFD returns an fd of r's memfd for a peer granted access, and
@@ -81,33 +118,29 @@ func (r *Region) grantFD(access rdma.Access) (int, bool, error) {
 	return fd, true, nil
 }
 
-// sendRegion sends r to one peer connection with the rights access.
-func (r *Region) sendRegion(c *ctlConn, access rdma.Access) error {
-	fd, own, err := r.grantFD(access)
+// sendRegion sends what g grants of r to one peer connection.
+func (r *Region) sendRegion(c *ctlConn, g grant) error {
+	fd, own, err := r.grantFD(g.access)
 	if err != nil {
 		return err
 	}
 	if own {
 		defer unix.Close(fd)
 	}
-	f := r.addFrame()
-	f.access = access
-	return c.send(f, fd, r.dev.timeout)
+	return c.send(r.grantFrame(g), fd, r.dev.timeout)
 }
 
-// pushGrantLocked pushes r with rights access to the peers of the QPs to
+// pushGrantLocked pushes what g grants of r to the peers of the QPs to
 // selects, and waits for their acks. Caller holds d.mu.
-func (d *Device) pushGrantLocked(r *Region, access rdma.Access, to func(*QP) bool) error {
-	fd, own, err := r.grantFD(access)
+func (d *Device) pushGrantLocked(r *Region, g grant, to func(*QP) bool) error {
+	fd, own, err := r.grantFD(g.access)
 	if err != nil {
 		return err
 	}
 	if own {
 		defer unix.Close(fd)
 	}
-	f := r.addFrame()
-	f.access = access
-	d.pushToLocked(f, fd, to)
+	d.pushToLocked(r.grantFrame(g), fd, to)
 	return nil
 }
 

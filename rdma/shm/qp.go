@@ -52,7 +52,7 @@ type QP struct {
 	// grants is nil until the first Grant (the peer is sent every region
 	// with a remote right), then what the peer may reach (grant.go). Under
 	// dev.mu.
-	grants map[*Region]rdma.Access
+	grants map[*Region]grant
 	// gen is odd while a PostSend runs; each PostSend adds 2 (CAS in,
 	// release store out). See waitIdle.
 	gen atomic.Uint64
@@ -159,7 +159,7 @@ func (d *Device) CreateQP(cfg rdma.QPConfig) (rdma.QueuePair, error) {
 		q.maxInline = maxInline
 	}
 	if cfg.Confined {
-		q.grants = map[*Region]rdma.Access{}
+		q.grants = map[*Region]grant{}
 	}
 	ring := pow2(cfg.SendDepth)
 	q.compRing = make([]uint64, ring)

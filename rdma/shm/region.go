@@ -154,7 +154,7 @@ func (r *Region) Close() error {
 		delete(d.regions, r)
 		if r.access&rdma.AccessRemote != 0 {
 			d.pushToLocked(frame{typ: frameRegionDel, rkey: r.key}, -1, func(q *QP) bool {
-				had := q.exportAccess(r) != 0
+				had := q.exportGrant(r).access != 0
 				delete(q.grants, r)
 				return had
 			})

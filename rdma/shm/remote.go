@@ -227,6 +227,13 @@ func (q *QP) remoteAt(ra rdma.RemoteAddr, n uint64, need rdma.Access) ([]byte, r
 		q.rtab, q.rkey, q.rreg = t, ra.RKey, r
 	}
 	if r == nil || !r.access.Has(need) {
+		if t == emptyRemote && rdma.QPState(q.state.Load()) != rdma.QPReadyToSend {
+			// The QP left RTS after this post checked its state (the
+			// peer hung up, or Close) and the peer's regions were
+			// withdrawn (releaseRemote, which waits for this post):
+			// flushed, as every later post is, not an access error.
+			return nil, rdma.StatusFlushed
+		}
 		return nil, rdma.StatusRemoteAccess
 	}
 	if ra.Addr < r.addr || n > r.length || ra.Addr-r.addr > r.length-n {

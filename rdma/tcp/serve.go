@@ -137,7 +137,7 @@ func (s *responder) nak(seq uint64, st rdma.Status) error {
 // checking the access need.
 func (s *responder) remoteSpan(rkey uint32, addr, n uint64, need rdma.Access) (*region, []byte, rdma.Status) {
 	r := s.q.dev.keys.Load().byR[rkey]
-	if r == nil || !r.access.Has(need) || !s.q.allowed(rkey, need) || !r.acquire() {
+	if r == nil || !r.access.Has(need) || !s.q.allowed(rkey, need, addr, n) || !r.acquire() {
 		return nil, nil, rdma.StatusRemoteAccess
 	}
 	b, ok := r.span(addr, n)

@@ -11,6 +11,14 @@
 // says how to build it. Without an RDMA device, Open returns an error wrapping
 // rdma.ErrNoDevice and the tests skip, saying so.
 //
+// Per-QP grants (rdma.QueuePair.Grant, GrantRange) are type 2 memory
+// windows, bound to the granted QP by an IBV_WR_BIND_MW once it is in RTS
+// (a grant made before Connect is bound at its end); Caps().GrantPerQP is
+// set when the device reports IBV_DEVICE_MEM_WINDOW_TYPE_2B, and regions
+// with remote rights are then registered with IBV_ACCESS_MW_BIND. A
+// window's rkey works on its QP only; the region's own rkey stays valid on
+// every QP of the protection domain (SECURITY.md).
+//
 // Verbs atomics may be atomic only against other atomics of the same NIC
 // (IBV_ATOMIC_HCA); Caps().Atomic reports what the device grants, and a device
 // without atomics (AtomicNone) cannot be a topic's home.

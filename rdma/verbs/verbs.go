@@ -280,13 +280,15 @@ func Open(cfg Config) (rdma.Device, error) {
 		MaxInline: 64, MaxMsgSize: 1 << 30, MaxQPDepth: int(attr.max_qp_wr), MaxCQDepth: int(attr.max_cqe),
 		MaxRegion: int(min(uint64(attr.max_mr_size), 1<<40)), Atomic: atomicCap(attr.atomic_cap),
 		ShareMemory: true, CrossProcess: true,
+		// Type 2B windows are bound to one QP (grant.go).
+		GrantPerQP: attr.device_cap_flags&C.IBV_DEVICE_MEM_WINDOW_TYPE_2B != 0,
 	}
 	if d.pd = C.ibv_alloc_pd(d.ctx); d.pd == nil {
 		d.Close()
 		return nil, fmt.Errorf("verbs: alloc pd on %s failed", cfg.Device)
 	}
 	d.log.Info().Str("device", cfg.Device).Int("port", cfg.Port).Uint16("lid", d.lid).
-		Uint32("mtu", d.mtu).Str("atomic", fmt.Sprint(d.caps.Atomic)).Msg("verbs device open")
+		Uint32("mtu", d.mtu).Str("atomic", fmt.Sprint(d.caps.Atomic)).Bool("grant_per_qp", d.caps.GrantPerQP).Msg("verbs device open")
 	return d, nil
 }
 
@@ -369,7 +371,11 @@ func (d *Device) register(mem []byte, access rdma.Access, owned *shmem.Mapping) 
 	if access&(rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) != 0 {
 		access |= rdma.AccessLocalWrite
 	}
-	mr := C.tb_reg_mr(d.pd, unsafe.Pointer(&mem[0]), C.size_t(len(mem)), accessFlags(access))
+	flags := accessFlags(access)
+	if d.caps.GrantPerQP && access&rdma.AccessRemote != 0 {
+		flags |= C.IBV_ACCESS_MW_BIND // memory windows may be bound over it (grant.go)
+	}
+	mr := C.tb_reg_mr(d.pd, unsafe.Pointer(&mem[0]), C.size_t(len(mem)), flags)
 	if mr == nil {
 		return nil, fmt.Errorf("verbs: ibv_reg_mr of %d bytes failed", len(mem))
 	}
@@ -401,9 +407,13 @@ func (r *region) Close() error {
 	r.once.Do(func() {
 		r.dev.mu.Lock()
 		delete(r.dev.regions, r)
+		qps := keys(r.dev.qps)
 		r.dev.mu.Unlock()
+		for _, q := range qps { // a region with windows bound over it cannot be deregistered
+			r.err = errors.Join(r.err, q.dropWindows(r))
+		}
 		if rc := C.ibv_dereg_mr(r.mr); rc != 0 {
-			r.err = fmt.Errorf("verbs: dereg mr: %w", syscall.Errno(rc))
+			r.err = errors.Join(r.err, fmt.Errorf("verbs: dereg mr: %w", syscall.Errno(rc)))
 		}
 		if r.owned != nil {
 			r.err = errors.Join(r.err, r.owned.Close())
@@ -438,6 +448,9 @@ type completionQueue struct {
 	once sync.Once
 	err  error
 	shut atomic.Bool
+	// stash holds the completions of other requests that waitBinds
+	// polled; Poll returns them first. The poller's, as wc.
+	stash []rdma.Completion
 }
 
 // statusOf and opcodeOf are arrays, not maps: Poll indexes them per completion.
@@ -469,21 +482,39 @@ func (c *completionQueue) Poll(buf []rdma.Completion) int {
 	if len(buf) == 0 || c.shut.Load() {
 		return 0
 	}
+	if len(c.stash) > 0 { // completions a bind wait polled (grant.go)
+		k := copy(buf, c.stash)
+		c.stash = c.stash[k:]
+		return k
+	}
 	n := int(C.tb_poll(c.cq, C.int(min(len(buf), len(c.wc))), &c.wc[0]))
+	j := 0
 	for i := 0; i < n; i++ {
 		w := &c.wc[i]
-		st := rdma.StatusFatal
-		if s := uint32(w.status); s < uint32(len(statusOf)) && (s == C.IBV_WC_SUCCESS || statusOf[s] != rdma.StatusSuccess) {
-			st = statusOf[s]
+		if uint64(w.wr_id) == bindWRID && uint32(w.status) == C.IBV_WC_SUCCESS {
+			continue // a memory window bound (grant.go): not the caller's
 		}
-		op := rdma.Opcode(0)
-		if o := uint32(w.opcode); o < uint32(len(opcodeOf)) {
-			op = opcodeOf[o]
-		}
-		buf[i] = rdma.Completion{ID: uint64(w.wr_id), Status: st, Op: op,
-			QPN: uint32(w.qp_num), Bytes: uint32(w.byte_len), Imm: uint32(w.imm)}
+		buf[j] = c.convert(w)
+		j++
 	}
-	return max(n, 0)
+	return j
+}
+
+// pollRaw polls up to len(c.wc) completions into c.wc.
+func (c *completionQueue) pollRaw() int { return int(C.tb_poll(c.cq, C.int(len(c.wc)), &c.wc[0])) }
+
+// convert is the rdma.Completion of w.
+func (c *completionQueue) convert(w *C.tb_wc) rdma.Completion {
+	st := rdma.StatusFatal
+	if s := uint32(w.status); s < uint32(len(statusOf)) && (s == C.IBV_WC_SUCCESS || statusOf[s] != rdma.StatusSuccess) {
+		st = statusOf[s]
+	}
+	op := rdma.Opcode(0)
+	if o := uint32(w.opcode); o < uint32(len(opcodeOf)) {
+		op = opcodeOf[o]
+	}
+	return rdma.Completion{ID: uint64(w.wr_id), Status: st, Op: op,
+		QPN: uint32(w.qp_num), Bytes: uint32(w.byte_len), Imm: uint32(w.imm)}
 }
 
 func (c *completionQueue) Close() error {
@@ -543,6 +574,11 @@ type queuePair struct {
 	closed atomic.Bool
 	once   sync.Once
 	err    error
+
+	// Memory windows granted to the peer (grant.go); under grantMu.
+	grantMu   sync.Mutex
+	windows   []*window
+	connected bool // in RTS once: grants bind at once
 }
 
 func (q *queuePair) Num() uint32 { return uint32(q.qp.qp_num) }
@@ -599,6 +635,10 @@ func (q *queuePair) Connect(ctx context.Context, remote rdma.Endpoint) error {
 			C.tb_to_err(q.qp)
 			return fmt.Errorf("verbs: QP %d to %s towards %s: %w", q.Num(), s.name, remote, syscall.Errno(rc))
 		}
+	}
+	if err := q.bindQueued(); err != nil { // the grants made before Connect
+		C.tb_to_err(q.qp)
+		return err
 	}
 	return nil
 }
@@ -682,8 +722,9 @@ func (q *queuePair) Close() error {
 		q.dev.mu.Lock()
 		delete(q.dev.qps, q)
 		q.dev.mu.Unlock()
+		q.err = q.closeWindows() // before the QP they are bound to
 		if rc := C.ibv_destroy_qp(q.qp); rc != 0 {
-			q.err = fmt.Errorf("verbs: destroy qp %d: %w", q.Num(), syscall.Errno(rc))
+			q.err = errors.Join(q.err, fmt.Errorf("verbs: destroy qp %d: %w", q.Num(), syscall.Errno(rc)))
 		}
 	})
 	return q.err

@@ -18,7 +18,8 @@ func openNode(ctx context.Context, c *config.Config, log zerolog.Logger) (*bus.N
 	node, err := bus.Open(ctx, bus.Config{
 		NodeID: b.NodeID, HostID: b.HostID, Prefix: b.Prefix,
 		NATS: bus.NATSConfig{URLs: b.NATS, EmbeddedListen: b.Listen, User: b.User, Password: b.Password, Token: b.Token,
-			NKeySeedFile: b.NKeySeedFile, CredsFile: b.CredsFile, CAFile: b.CAFile, CertFile: b.CertFile, KeyFile: b.KeyFile},
+			NKeySeedFile: b.NKeySeedFile, CredsFile: b.CredsFile, CAFile: b.CAFile, CertFile: b.CertFile, KeyFile: b.KeyFile,
+			EmbeddedCertFile: b.EmbeddedCertFile, EmbeddedKeyFile: b.EmbeddedKeyFile},
 		Providers:         link.Providers(),
 		Provider:          b.Override(),
 		HeartbeatInterval: b.HeartbeatInterval, HeartbeatTimeout: b.HeartbeatTimeout, LeaseTTL: b.LeaseTTL,
