@@ -19,10 +19,16 @@ import (
 func TestNode_Churn_PublisherViewsConvergeToLiveSubscribers(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
-	first := openNode(t, testConfig("n0", ""))
+	var logs logBuf // for the failure message: peers that came and went
+	cfg := func(id, url string) bus.Config {
+		c := testConfig(id, url)
+		c.Logger = loggerTo(&logs)
+		return c
+	}
+	first := openNode(t, cfg("n0", ""))
 	nodes := []*bus.Node{first}
 	for i := 1; i < 5; i++ {
-		nodes = append(nodes, openNode(t, testConfig(fmt.Sprintf("n%d", i), first.ClientURL())))
+		nodes = append(nodes, openNode(t, cfg(fmt.Sprintf("n%d", i), first.ClientURL())))
 	}
 	topics := []string{"x", "y"}
 	recs := map[string]*recorder{}
@@ -56,8 +62,15 @@ func TestNode_Churn_PublisherViewsConvergeToLiveSubscribers(t *testing.T) {
 			}
 		}
 		slices.Sort(want)
-		require.Eventually(t, func() bool { return slices.Equal(keys(pubs[topic].Subscribers()), want) }, eventually, tick,
-			"topic %s: view %v, want %v", topic, keys(pubs[topic].Subscribers()), want)
+		if !assert.Eventually(t, func() bool { return slices.Equal(keys(pubs[topic].Subscribers()), want) }, eventually, tick) {
+			// the view at the deadline (Eventually's message is made before it waits)
+			st := nodes[slices.Index(topics, topic)].Stats()
+			t.Fatalf("topic %s: view %v after %v, want %v; the publisher's node: %d peers, ignored %v, rejected %v, discovery dropped %d; "+
+				"peers down %d (lost %d), peers up %d, NATS async errors %d",
+				topic, keys(pubs[topic].Subscribers()), eventually, want, len(nodes[slices.Index(topics, topic)].Peers()),
+				st.Ignored, st.Rejected, st.DiscoveryDropped, logs.count("bus: peer down"), logs.count("bus: peer down", "heartbeat timeout"),
+				logs.count("bus: peer up"), logs.count("NATS async error"))
+		}
 		// every subscriber was reported gone as often as it came, but the live
 		// ones once less (callbacks run just after the view changes: wait)
 		balanced := func() error {

@@ -75,7 +75,10 @@ func newRig(t *testing.T) (*rig, context.Context) {
 }
 
 func (r *rig) node(id string) (*bus.Node, *link.Devices) {
-	cfg := bus.Config{NodeID: id}
+	// A long lease (and heartbeat timeout): these tests are about replay, and with the short
+	// default a loaded CI host misses renewals and fails over mid-replay
+	// (seen as epoch events and sequences from 4194305).
+	cfg := bus.Config{NodeID: id, LeaseTTL: 30 * time.Second, HeartbeatTimeout: 10 * time.Second}
 	if r.url != "" {
 		cfg.NATS = bus.NATSConfig{URLs: []string{r.url}}
 	}

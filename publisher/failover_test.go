@@ -70,7 +70,10 @@ type foNode struct {
 
 func openFoNode(t testing.TB, ctx context.Context, id, url string) foNode {
 	t.Helper()
-	cfg := bus.Config{NodeID: id}
+	// A long lease and heartbeat timeout: these tests move the home by Close or by deleting the
+	// lease, never by its expiry, and with the short default a loaded CI
+	// host misses renewals and fails over once more than the test expects.
+	cfg := bus.Config{NodeID: id, LeaseTTL: 10 * time.Second, HeartbeatTimeout: 10 * time.Second}
 	if url != "" {
 		cfg.NATS.URLs = []string{url}
 	}

@@ -47,7 +47,7 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 		s.learnStart(ctx, req.From)
 		s.spawn(func() { s.unstick(req.From) })
 	}
-	key := req.From.ID + "/" + req.ID
+	key := publisherKey(req)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -75,53 +75,98 @@ func (s *Subscriber) publisherUp(p bus.PublisherInfo) {
 	s.log.Info().Str("publisher", p.Key()).Msg("subscriber: publisher up")
 }
 
+// publisherKey is the key of the publisher a connect request comes from,
+// as bus.PublisherInfo.Key names it (publisherGone looks it up): the
+// node's id and the publisher's id, which its connect request carries in
+// Data (req.ID is this ring's id). A request without one is keyed by the
+// ring's id.
+func publisherKey(req bus.ConnectRequest) string {
+	if len(req.Data) > 0 {
+		return req.From.ID + "/" + string(req.Data)
+	}
+	return req.From.ID + "/" + req.ID
+}
+
+// connectedTo reports whether the publisher key still has queue pairs to
+// the ring (publisherGone removes them).
+func (s *Subscriber) connectedTo(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.qps[key]) > 0
+}
+
 // attachCredit connects a queue pair to the credit cell the publisher
 // keeps for this ring and gives it to the reader, which then WRITEs its
 // position there; until then (or if this fails) the publisher READs the
-// ring's head when the ring looks full.
+// ring's head when the ring looks full. It retries, each attempt bounded,
+// for as long as the publisher stays connected: on a loaded host the
+// publisher may add the ring (and its cell) seconds after our accept.
 func (s *Subscriber) attachCredit(from bus.PeerInfo, pubID string) {
 	defer s.wg.Done()
+	key := from.ID + "/" + pubID
 	// confined: the publisher reaches nothing of this node through it
 	qp, err := s.dev.CreateQP(ring.Confine(s.dev, rdma.QPConfig{SendCQ: s.cq, RecvCQ: s.cq, SendDepth: 64, RecvDepth: 16}))
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var rep bus.ConnectReply
-	for attempt := 0; ; attempt++ { // the publisher adds the ring (and its cell) after our accept returns
+	go func() {
 		select {
 		case <-s.done:
-			_ = qp.Close()
-			return
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var rep bus.ConnectReply
+	start := time.Now()
+	warned := false
+	for attempt := 0; ; attempt++ { // the publisher adds the ring (and its cell) after our accept returns
+		wait := time.Duration(min(attempt, 5)) * 50 * time.Millisecond
+		if attempt > 20 {
+			wait = time.Second
+		}
+		select {
 		case <-ctx.Done():
 			_ = qp.Close()
-			s.log.Info().Err(err).Str("publisher", from.ID+"/"+pubID).Msg("subscriber: credit cell not attached; the publisher reads the ring's head instead")
 			return
-		case <-time.After(time.Duration(min(attempt, 5)) * 50 * time.Millisecond):
+		case <-time.After(wait):
 		}
-		rep, err = s.node.Connect(ctx, from.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetPublisher, ID: pubID,
+		if !s.connectedTo(key) {
+			_ = qp.Close()
+			s.log.Info().Err(err).Str("publisher", key).Msg("subscriber: publisher gone before its credit cell was attached")
+			return
+		}
+		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+		rep, err = s.node.Connect(actx, from.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetPublisher, ID: pubID,
 			Endpoint: qp.LocalEndpoint(), Data: []byte(s.cfg.ID)})
+		acancel()
 		if err == nil {
 			break
 		}
+		if !warned && time.Since(start) > 5*time.Second {
+			warned = true
+			s.log.Info().Err(err).Str("publisher", key).Msg("subscriber: credit cell not attached yet; the publisher reads the ring's head meanwhile; still trying")
+		}
 	}
 	var cd ring.CreditDesc
-	if err = qp.Connect(ctx, rep.Endpoint); err == nil {
+	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	defer ccancel()
+	if err = qp.Connect(cctx, rep.Endpoint); err == nil {
 		if err = cd.UnmarshalBinary(rep.Region); err == nil {
 			err = s.reader.AddCredit(qp, cd)
 		}
 	}
 	if err != nil {
 		_ = qp.Close()
-		s.log.Info().Err(err).Str("publisher", from.ID+"/"+pubID).Msg("subscriber: credit cell not attached")
+		s.log.Info().Err(err).Str("publisher", key).Msg("subscriber: credit cell not attached")
 		return
 	}
 	if !s.keepQP(qp) {
 		return
 	}
 	s.credits.Add(1)
-	s.log.Info().Str("publisher", from.ID+"/"+pubID).Msg("subscriber: credit cell attached")
+	s.log.Info().Str("publisher", key).Msg("subscriber: credit cell attached")
 }
 
 // publisherGone closes the queue pairs of a publisher that left.

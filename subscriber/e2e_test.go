@@ -19,6 +19,16 @@ import (
 	"github.com/tickbus/tickbus/tick"
 )
 
+// testLease is the home lease of tests that are not about failover: with
+// the 1 s default a loaded machine (CI runs every package at once on two
+// cores) can miss renewals, and the home moves to a new epoch mid-test.
+const testLease = 30 * time.Second
+
+// testHeartbeat is their peers' heartbeat timeout, for the same reason: a
+// home whose heartbeats a loaded host delays past the 2 s default is aged
+// out, and its publishers fail over (ErrNoHome under -race).
+const testHeartbeat = 10 * time.Second
+
 type collect struct {
 	mu     sync.Mutex
 	seqs   []uint64
@@ -53,10 +63,10 @@ func (c *collect) count() int {
 func TestPubSub_InProcess_DeliversEveryTickInOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err := bus.Open(ctx, bus.Config{NodeID: "a"})
+	a, err := bus.Open(ctx, bus.Config{NodeID: "a", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := bus.Open(ctx, bus.Config{NodeID: "b", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}})
+	b, err := bus.Open(ctx, bus.Config{NodeID: "b", NATS: bus.NATSConfig{URLs: []string{a.ClientURL()}}, LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer b.Close()
 	devA, devB := link.NewDevices(link.DevicesConfig{HostID: a.HostID()}), link.NewDevices(link.DevicesConfig{HostID: b.HostID()})
@@ -109,7 +119,7 @@ func (c *counting) OnEvent(ring.Event)     { c.events++ }
 func TestPubSub_PublishAndPoll_AllocateNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "allocs"})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "allocs", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -184,7 +194,7 @@ func TestPubSub_PublishAndPoll_AllocateNothing(t *testing.T) {
 func TestSubscriber_Close_IsIdempotentAndCountersSurviveIt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "closer"})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "closer", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -209,7 +219,7 @@ func TestSubscriber_Close_IsIdempotentAndCountersSurviveIt(t *testing.T) {
 func TestSubscriber_New_RejectsBadConfig(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "bad"})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "bad", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -227,7 +237,7 @@ func TestSubscriber_New_RejectsBadConfig(t *testing.T) {
 func TestPubSub_Reliable_SlowSubscriberLosesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "rel"})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "rel", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -267,7 +277,7 @@ func TestPubSub_Reliable_SlowSubscriberLosesNothing(t *testing.T) {
 func TestPubSub_Reliable_AttachesCreditCellAndJournal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "relc"})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "relc", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -289,9 +299,10 @@ func TestPubSub_Reliable_AttachesCreditCellAndJournal(t *testing.T) {
 		require.NoError(t, err)
 		sub.Poll()
 	}
-	for c.count() < 1000 {
+	for c.count() < 1000 && ctx.Err() == nil {
 		sub.Poll()
 	}
+	require.Equal(t, 1000, c.count(), "the reliable reader received every tick before the deadline: %+v", sub.Counters())
 	assert.Empty(t, c.events)
 }
 
@@ -300,7 +311,7 @@ func TestPubSub_Reliable_AttachesCreditCellAndJournal(t *testing.T) {
 func TestPubSub_LateSubscriber_StartsAtTheHomesCounter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "late"})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "late", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
@@ -346,7 +357,30 @@ func TestPubSub_LateSubscriber_StartsAtTheHomesCounter(t *testing.T) {
 	assert.GreaterOrEqual(t, lc.JoinedAt, lc.StartedAt)
 	assert.GreaterOrEqual(t, lc.BeforeJoin, lc.JoinedAt-lc.StartedAt,
 		"what was claimed between learning the counter and being added is counted as lost while joining")
-	assert.Equal(t, n, lc.Next-1, "it read to the end")
-	assert.Equal(t, lc.Next-lc.JoinedAt, lc.Received, "every tick from its first on")
-	assert.Zero(t, lc.Lost())
+	assert.Equal(t, n, lc.Next-1, "it read to the end: %+v", lc)
+	assert.Equal(t, lc.Next-lc.JoinedAt, lc.Received, "every tick from its first on: %+v", lc)
+	assert.Zero(t, lc.Lost(), "%+v", lc)
+}
+
+// A publisher that closes takes its queue pairs to the ring with it: the
+// subscriber keys them as the bus names the publisher (its node and its
+// id, not the ring's id), so publisherGone finds and closes them.
+func TestPubSub_PublisherClosed_ItsQueuePairsGo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	node, err := bus.Open(ctx, bus.Config{NodeID: "gone", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
+	require.NoError(t, err)
+	defer node.Close()
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
+	defer devs.Close()
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "gone", ID: "ring-id", StatsInterval: -1}, nil)
+	require.NoError(t, err)
+	defer sub.Close()
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "gone", ID: "pub-id", Idle: rdma.Yield{}})
+	require.NoError(t, err)
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	require.Eventually(t, func() bool { return sub.Publishers() == 1 }, 20*time.Second, 5*time.Millisecond, "the publisher connected")
+	require.NoError(t, pub.Close())
+	require.Eventually(t, func() bool { return sub.Publishers() == 0 }, 20*time.Second, 5*time.Millisecond,
+		"the closed publisher's queue pairs are still held: %d publishers", sub.Publishers())
 }

@@ -2,12 +2,17 @@ package subscriber
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
 )
+
+// errSuperseded: a newer epoch's journal replaces the one being attached.
+var errSuperseded = errors.New("subscriber: epoch superseded")
 
 // onHome: the topic's home record (its epoch and reservation). A new epoch
 // makes the reader report what the old one reserved and never wrote as
@@ -18,6 +23,7 @@ func (s *Subscriber) onHome(hi bus.HomeInfo) {
 		Msg("subscriber: home record")
 	if len(hi.Descriptor) > 0 && hi.Epoch != s.journalEpoch {
 		s.journalEpoch = hi.Epoch
+		s.homeEpoch.Store(hi.Epoch)
 		s.spawn(func() { s.attachJournal(hi) })
 	}
 }
@@ -53,7 +59,7 @@ func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
 		s.log.Warn().Err(err).Msg("subscriber: journal queue pair")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
@@ -62,35 +68,60 @@ func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
 		case <-ctx.Done():
 		}
 	}()
+	current := func() bool { return s.homeEpoch.Load() == hi.Epoch }
 	err = func() error {
 		var rep bus.ConnectReply
 		var err error
-		for attempt := 0; attempt < 10; attempt++ { // the record can come before the home answers
+		// The record can come before the home answers, and a loaded host
+		// can take seconds to: retry, each attempt bounded, until the
+		// journal is attached, a newer epoch replaces this one or Close.
+		start := time.Now()
+		warned := false
+		for attempt := 0; ; attempt++ {
 			if attempt > 0 {
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
-				case <-time.After(100 * time.Millisecond):
+				case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
 				}
 			}
-			if rep, err = s.node.Connect(ctx, hi.Node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()}); err == nil {
+			if !current() {
+				return fmt.Errorf("%w: epoch %d superseded before its journal was attached", errSuperseded, hi.Epoch)
+			}
+			actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+			rep, err = s.node.Connect(actx, hi.Node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
+			acancel()
+			if err == nil {
 				break
 			}
+			if attempt == 0 {
+				s.reader.DropJournal() // the old epoch's: it holds nothing of this one, and its home may be gone
+			}
+			if !warned && time.Since(start) > 5*time.Second {
+				warned = true
+				s.log.Info().Err(err).Str("home", hi.Node.ID).Uint64("epoch", hi.Epoch).Msg("subscriber: journal not attached yet; still trying")
+			}
 		}
-		if err != nil {
-			return err
-		}
-		if err := qp.Connect(ctx, rep.Endpoint); err != nil {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		defer ccancel()
+		if err := qp.Connect(cctx, rep.Endpoint); err != nil {
 			return err
 		}
 		var rd ring.HomeDesc // the home as registered on this provider's device
 		if err := rd.UnmarshalBinary(rep.Region); err != nil {
 			return err
 		}
+		if !current() {
+			return fmt.Errorf("%w: epoch %d superseded before its journal was attached", errSuperseded, hi.Epoch)
+		}
 		return s.reader.SetJournal(s.dev, qp, rd, 100*time.Millisecond)
 	}()
 	if err != nil {
 		_ = qp.Close()
+		if errors.Is(err, errSuperseded) { // the newer epoch's attach owns the reader's journal
+			s.log.Info().Err(err).Str("home", hi.Node.ID).Msg("subscriber: journal not attached")
+			return
+		}
 		s.reader.DropJournal()
 		s.log.Info().Err(err).Str("home", hi.Node.ID).Msg("subscriber: journal not attached")
 		return

@@ -80,7 +80,7 @@ func TestSecurity_ForgedPublisher_RefusedAtEveryStep(t *testing.T) {
 		Subscribe: map[string][]string{"t": {pSub, pEvil}},
 	}
 	open := func(id, host, url string, kp nkeys.KeyPair) (*bus.Node, *link.Devices) {
-		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: host, Key: kp, Authorization: auth,
+		n, err := bus.Open(ctx, bus.Config{NodeID: id, HostID: host, Key: kp, Authorization: auth, LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat,
 			NATS: bus.NATSConfig{URLs: nilIfEmpty(url)}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = n.Close() })

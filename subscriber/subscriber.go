@@ -51,6 +51,7 @@ type Subscriber struct {
 	rate      atomic.Uint64 // float64 bits: ticks/s over the last stats interval
 	credits   atomic.Int32  // credit cells attached
 	journalAt atomic.Uint64 // epoch of the attached journal
+	homeEpoch atomic.Uint64 // the newest epoch whose journal is being attached (attachJournal stops retrying an older one)
 
 	stop    atomic.Bool // Run returns when set
 	running sync.Mutex  // held by Run; Close waits on it

@@ -37,7 +37,23 @@ func everyTick(t *testing.T, sub *proc, venue string, pub map[string]any) []uint
 	got := printed(sub, venue)
 	n, first, last := num(pub, "published"), num(pub, "first"), num(pub, "last")
 	require.NotZero(t, n, "the publisher published")
-	assert.Len(t, got, int(n), "the subscriber received every tick %s published (%d..%d)", venue, first, last)
+	if len(got) != int(n) {
+		// name what is missing, not the whole list (CI keeps a log's head
+		// and tail), and what the subscriber said about it
+		seen := map[uint64]bool{}
+		for _, s := range got {
+			seen[s] = true
+		}
+		var missing []uint64
+		for s := first; s <= last && len(missing) < 20; s++ {
+			if !seen[s] {
+				missing = append(missing, s)
+			}
+		}
+		t.Logf("subscriber's log about losses:\n%s", lossLines(sub))
+		t.Errorf("the subscriber received %d of the %d ticks %s published (%d..%d); missing (first 20) %v; summary %v",
+			len(got), n, venue, first, last, missing, sub.event("summary"))
+	}
 	for i, s := range got {
 		if s < first || s > last || (i > 0 && s <= got[i-1]) {
 			t.Errorf("%s's tick at seq %d (after %v) is outside %d..%d or out of order", venue, s, got[max(0, i-1)], first, last)
@@ -45,6 +61,22 @@ func everyTick(t *testing.T, sub *proc, venue string, pub map[string]any) []uint
 		}
 	}
 	return got
+}
+
+// lossLines is what a process logged about gaps, journals, homes and
+// peers: its last 40 such lines.
+func lossLines(p *proc) string {
+	var out []string
+	for _, line := range strings.Split(p.errOut(), "\n") {
+		l := strings.ToLower(line)
+		for _, k := range []string{"gap", "journal", "lost", "epoch", "home", "gone", "peer", "warn", "error"} {
+			if strings.Contains(l, k) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return strings.Join(out[max(0, len(out)-40):], "\n")
 }
 
 // Two publishers and a subscriber against a nats-server with JetStream;

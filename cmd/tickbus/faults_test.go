@@ -55,7 +55,7 @@ func TestFaults_SubscriberKilled_PublisherDropsItAndServesTheOther(t *testing.T)
 	port := freePort(t)
 	startNATS(t, ctx, natsBin, port)
 	common := []string{"--nats", fmt.Sprintf("nats://127.0.0.1:%d", port), "--topic", "kill", "--idle", "yield", "--json",
-		"--log-level", "info", "--log-format", "json"}
+		"--log-level", "info", "--log-format", "json", "--lease-ttl", testLease}
 	s1 := start(t, ctx, "s1", tickbus, nil, append([]string{"sub", "--node-id", "s1", "--interval", "200ms"}, common...)...)
 	s2 := start(t, ctx, "s2", tickbus, nil, append([]string{"sub", "--node-id", "s2", "--interval", "200ms"}, common...)...)
 	s1.waitEvent("ready", 30*time.Second)

@@ -44,7 +44,7 @@ func TestCLI_ITCHReplay_ABLines_WildcardSubscriberPrintsEveryTickOnce(t *testing
 		lines = append(lines, "md.nasdaq.itch "+strconv.Itoa(i+1)+" "+string(want[i].AppendText(nil)))
 	}
 
-	common := []string{"--nats", url, "--idle", "yield", "--json", "--log-level", "warn"}
+	common := []string{"--nats", url, "--idle", "yield", "--json", "--log-level", "warn", "--lease-ttl", testLease}
 	sub := start(t, ctx, "sub", tickbus, nil, append([]string{"sub", "--node-id", "sub", "--topic", "md.nasdaq.>", "--print",
 		"--mode", "reliable", "--interval", "200ms"}, common...)...)
 	sub.waitEvent("ready", 30*time.Second)
@@ -122,7 +122,7 @@ func TestCLI_CSVReplay_PrintsEveryRow(t *testing.T) {
 		"2026-12-01T09:30:01-05:00,8,ask,99.5,100,2\n"
 	path := filepath.Join(t.TempDir(), "ticks.csv")
 	require.NoError(t, os.WriteFile(path, []byte(csvFile), 0o600))
-	common := []string{"--nats", url, "--idle", "yield", "--json", "--log-level", "warn", "--topic", "md.csv.test"}
+	common := []string{"--nats", url, "--idle", "yield", "--json", "--log-level", "warn", "--topic", "md.csv.test", "--lease-ttl", testLease}
 	sub := start(t, ctx, "sub", tickbus, nil, append([]string{"sub", "--print", "--mode", "reliable"}, common...)...)
 	sub.waitEvent("ready", 30*time.Second)
 	pub := start(t, ctx, "pub", tickbus, nil, append([]string{"pub", "--feed", "csv", "--file", path, "--venue", "XNAS",

@@ -196,6 +196,11 @@ func (p *proc) signal(sig syscall.Signal) {
 	require.NoError(p.t, p.cmd.Process.Signal(sig))
 }
 
+// testLease is the home lease (--lease-ttl) of the tests that are not
+// about failover: with the short default a loaded CI host (every package
+// at once on two cores) misses renewals and the home fails over mid-test.
+const testLease = "30s"
+
 func num(m map[string]any, k string) uint64 {
 	f, _ := m[k].(float64)
 	return uint64(f)

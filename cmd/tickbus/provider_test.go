@@ -32,7 +32,7 @@ func newProviderRun(t *testing.T, topic string, extra ...string) *providerRun {
 	port := freePort(t)
 	startNATS(t, ctx, natsBin, port)
 	common := append([]string{"--nats", fmt.Sprintf("nats://127.0.0.1:%d", port), "--topic", topic, "--idle", "yield",
-		"--json", "--log-level", "info", "--log-format", "json"}, extra...)
+		"--json", "--log-level", "info", "--log-format", "json", "--lease-ttl", testLease}, extra...)
 	return &providerRun{t: t, ctx: ctx, bin: tickbus, dir: t.TempDir(), common: common}
 }
 

@@ -147,6 +147,7 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"interval":    {"sub", func(c *Config) { c.Sub.Interval = time.Millisecond }, "sub.interval = 1ms: want at least 10ms"},
 		"provider":    {"sub", func(c *Config) { c.Bus.Provider = "udp" }, `bus.provider = "udp"`},
 		"heartbeat":   {"sub", func(c *Config) { c.Bus.HeartbeatInterval = time.Second; c.Bus.HeartbeatTimeout = time.Second }, "bus.heartbeat_timeout = 1s: want 0 (default) or at least twice"},
+		"lease":       {"pub", func(c *Config) { c.Bus.LeaseTTL = time.Millisecond }, "bus.lease_ttl = 1ms: want 0 (default) or at least 100ms"},
 		"tls pair":    {"sub", func(c *Config) { c.Bus.CertFile = "x.pem" }, `bus.cert_file = "x.pem"`},
 		"log level":   {"sub", func(c *Config) { c.Log.Level = "loud" }, `log.level = "loud": want trace`},
 		"log format":  {"sub", func(c *Config) { c.Log.Format = "xml" }, `log.format = "xml": want json or console`},

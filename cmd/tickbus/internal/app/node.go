@@ -22,7 +22,7 @@ func openNode(ctx context.Context, c *config.Config, log zerolog.Logger) (*bus.N
 			EmbeddedCertFile: b.EmbeddedCertFile, EmbeddedKeyFile: b.EmbeddedKeyFile},
 		Providers:         link.Providers(),
 		Provider:          b.Override(),
-		HeartbeatInterval: b.HeartbeatInterval, HeartbeatTimeout: b.HeartbeatTimeout,
+		HeartbeatInterval: b.HeartbeatInterval, HeartbeatTimeout: b.HeartbeatTimeout, LeaseTTL: b.LeaseTTL,
 		Authorization: bus.Authorization{Publish: b.Authorization.Publish, Subscribe: b.Authorization.Subscribe},
 		Logger:        &log,
 	})
