@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
@@ -43,6 +44,9 @@ type Home struct {
 	err  error
 	solo soloState   // solo.go
 	dev  rdma.Device // the device the home is registered on
+	// closed: Close began; the region (the counter, the solo word) may be
+	// unmapped, and Share and Counter touch it no more.
+	closed atomic.Bool
 }
 
 // NewHome registers a home on dev. The device must have remote atomics.
@@ -94,7 +98,11 @@ func (h *Home) Desc() HomeDesc { return h.desc }
 
 // Counter is the next sequence to be claimed, read locally. For observers
 // and for choosing a late-joining ring's Start; claims go through a QP.
+// 0 once the home is closed.
 func (h *Home) Counter() uint64 {
+	if h.closed.Load() {
+		return 0
+	}
 	raw := at[hotLine](h.mr.Bytes(), offHot).Value.Load() // pairs with the QP atomics of every writer
 	if s := &h.solo; s.armed.Load() && s.req.Load() == 0 {
 		// A solo writer's run: the counter holds its end; this is the
@@ -111,6 +119,7 @@ func (h *Home) Counter() uint64 {
 // Close deregisters the home. Idempotent.
 func (h *Home) Close() error {
 	h.once.Do(func() {
+		h.closed.Store(true)
 		dropLocalHome(h)
 		h.err = h.mr.Close()
 	})

@@ -191,6 +191,9 @@ func (w *Writer) soloLost(c uint64) (uint64, bool) {
 // another publisher. Control path (a membarrier syscall); safe from any
 // goroutine, while the solo writer publishes. Idempotent.
 func (h *Home) Share() {
+	if h.closed.Load() {
+		return // its region may be unmapped: no counter to give back to, nobody to grant it to
+	}
 	s := &h.solo
 	if s.req.Swap(1) != 0 || !s.armed.Load() { // pairs with the writer's Load of req in soloClaim
 		h.shareWait()

@@ -289,3 +289,20 @@ func TestSolo_IdleTopic_ReaderWithJournalReportsNoGap(t *testing.T) {
 	assert.Equal(t, uint64(4), c.ticks[3].Seq)
 	assert.Empty(t, c.events)
 }
+
+// A publisher that failed over retires its old home before its old writer
+// (publisher/failover.go): closing a solo writer whose home is already
+// closed (its region unmapped) ends solo mode without touching the home
+// (the CLI's pub crashed with SIGSEGV in Share from Writer.Close).
+func TestSolo_WriterClosedAfterItsHome_NoTouchOfTheUnmappedHome(t *testing.T) {
+	skipUnlessSolo(t)
+	tp := newTopo(t, HomeConfig{JournalSlots: 64}, WriterConfig{SoloHome: soloHere})
+	tp.addRing(RingConfig{Slots: 4096})
+	_, err := tp.w.Publish(0, payloadFor(1, 8), 0)
+	require.NoError(t, err)
+	require.True(t, tp.w.Stats().Solo)
+	require.NoError(t, tp.home.Close())
+	assert.Zero(t, tp.home.Counter(), "a closed home has no counter")
+	tp.home.Share() // nothing to give back to
+	require.NoError(t, tp.w.Close())
+}
