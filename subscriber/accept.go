@@ -3,6 +3,7 @@ package subscriber
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"time"
 
 	"github.com/tickbus/tickbus/bus"
@@ -109,45 +110,23 @@ func (s *Subscriber) attachCredit(from bus.PeerInfo, pubID string) {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := s.untilClosed()
 	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
+	// the publisher adds the ring (and its cell) after our accept returns
+	rep, err := s.connectRetrying(ctx, from.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetPublisher, ID: pubID,
+		Endpoint: qp.LocalEndpoint(), Data: []byte(s.cfg.ID)}, "credit cell (the publisher reads the ring's head meanwhile)",
+		func() error {
+			if !s.connectedTo(key) {
+				return errPublisherGone
+			}
+			return nil
+		}, nil)
+	if err != nil {
+		_ = qp.Close()
+		if errors.Is(err, errPublisherGone) {
+			s.log.Info().Str("publisher", key).Msg("subscriber: publisher gone before its credit cell was attached")
 		}
-	}()
-	var rep bus.ConnectReply
-	start := time.Now()
-	warned := false
-	for attempt := 0; ; attempt++ { // the publisher adds the ring (and its cell) after our accept returns
-		wait := time.Duration(min(attempt, 5)) * 50 * time.Millisecond
-		if attempt > 20 {
-			wait = time.Second
-		}
-		select {
-		case <-ctx.Done():
-			_ = qp.Close()
-			return
-		case <-time.After(wait):
-		}
-		if !s.connectedTo(key) {
-			_ = qp.Close()
-			s.log.Info().Err(err).Str("publisher", key).Msg("subscriber: publisher gone before its credit cell was attached")
-			return
-		}
-		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-		rep, err = s.node.Connect(actx, from.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetPublisher, ID: pubID,
-			Endpoint: qp.LocalEndpoint(), Data: []byte(s.cfg.ID)})
-		acancel()
-		if err == nil {
-			break
-		}
-		if !warned && time.Since(start) > 5*time.Second {
-			warned = true
-			s.log.Info().Err(err).Str("publisher", key).Msg("subscriber: credit cell not attached yet; the publisher reads the ring's head meanwhile; still trying")
-		}
+		return
 	}
 	var cd ring.CreditDesc
 	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)

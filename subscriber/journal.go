@@ -59,48 +59,24 @@ func (s *Subscriber) attachJournal(hi bus.HomeInfo) {
 		s.log.Warn().Err(err).Msg("subscriber: journal queue pair")
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := s.untilClosed()
 	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	current := func() bool { return s.homeEpoch.Load() == hi.Epoch }
 	err = func() error {
-		var rep bus.ConnectReply
-		var err error
 		// The record can come before the home answers, and a loaded host
-		// can take seconds to: retry, each attempt bounded, until the
-		// journal is attached, a newer epoch replaces this one or Close.
-		start := time.Now()
-		warned := false
-		for attempt := 0; ; attempt++ {
-			if attempt > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
+		// can take seconds to: retry until the journal is attached, a
+		// newer epoch replaces this one or Close.
+		rep, err := s.connectRetrying(ctx, hi.Node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()},
+			fmt.Sprintf("journal of epoch %d", hi.Epoch),
+			func() error {
+				if !current() {
+					return fmt.Errorf("%w: epoch %d superseded before its journal was attached", errSuperseded, hi.Epoch)
 				}
-			}
-			if !current() {
-				return fmt.Errorf("%w: epoch %d superseded before its journal was attached", errSuperseded, hi.Epoch)
-			}
-			actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-			rep, err = s.node.Connect(actx, hi.Node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: qp.LocalEndpoint()})
-			acancel()
-			if err == nil {
-				break
-			}
-			if attempt == 0 {
-				s.reader.DropJournal() // the old epoch's: it holds nothing of this one, and its home may be gone
-			}
-			if !warned && time.Since(start) > 5*time.Second {
-				warned = true
-				s.log.Info().Err(err).Str("home", hi.Node.ID).Uint64("epoch", hi.Epoch).Msg("subscriber: journal not attached yet; still trying")
-			}
+				return nil
+			},
+			s.reader.DropJournal) // the old epoch's: it holds nothing of this one, and its home may be gone
+		if err != nil {
+			return err
 		}
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 		defer ccancel()
