@@ -159,7 +159,10 @@ func (j *journal) counter(r *Reader, interval int64) (uint64, bool) {
 		return 0, false
 	}
 	c := binary.LittleEndian.Uint64(j.mr.Bytes())
-	if s := binary.LittleEndian.Uint64(j.mr.Bytes()[8:]) &^ soloBusy; s != 0 && s < c {
+	// A solo writer's word is its next sequence while the counter holds
+	// its run's end; a fenced counter (FenceCounter) says nothing about
+	// what was written, whatever the word says: the fence stays visible.
+	if s := binary.LittleEndian.Uint64(j.mr.Bytes()[8:]) &^ soloBusy; s != 0 && s < c && c < FenceAdd {
 		c = s
 	}
 	return c, true

@@ -306,3 +306,41 @@ func TestSolo_WriterClosedAfterItsHome_NoTouchOfTheUnmappedHome(t *testing.T) {
 	tp.home.Share() // nothing to give back to
 	require.NoError(t, tp.w.Close())
 }
+
+// A solo home's writer claims a sequence after its lease end (so does not
+// write it), and the home then fences its counter: the solo word still
+// says the run went one further, but a fenced counter says nothing about
+// what was written, so a reader with the journal waits for the new epoch
+// and names the unused range once, as an epoch, not the claimed sequence
+// as a gap (the CLI's NATS-outage test saw gap 561 then epoch 562..).
+func TestSolo_ClaimPastTheLeaseThenFenced_OneEpochEventNoGap(t *testing.T) {
+	skipUnlessSolo(t)
+	tp := newTopo(t, HomeConfig{JournalSlots: 64}, WriterConfig{SoloHome: soloHere})
+	r := tp.addRing(RingConfig{GapTimeout: 20 * time.Millisecond})
+	jq, _ := qpPair(t, tp.dev, r.reader.cq, tp.dev, tp.homeQ)
+	require.NoError(t, r.Reader().SetJournal(tp.dev, jq, tp.home.Desc(), time.Second))
+	for i := 1; i <= 3; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 3 })
+	tp.w.SetLeaseEnd(time.Now().Add(-time.Millisecond))
+	_, err := tp.w.Publish(0, payloadFor(4, 8), 0)
+	require.ErrorIs(t, err, ErrFenced, "claimed after the lease end: not written")
+	cq := newCQ(t, tp.dev, 64)
+	fq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
+	_, err = FenceCounter(tp.dev, fq, cq, tp.home.Desc(), time.Second)
+	require.NoError(t, err)
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); { // many gap timeouts
+		r.Reader().Poll(&c)
+	}
+	assert.Empty(t, c.events, "a fenced counter is no claim: nothing named before the new epoch is known")
+	r.Reader().SetEpoch(1000, 2000)
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.events) > 0 })
+	for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); {
+		r.Reader().Poll(&c)
+	}
+	require.Len(t, c.events, 1)
+	assert.Equal(t, Event{Kind: EventEpoch, From: 4, To: 999}, c.events[0])
+}
