@@ -78,15 +78,7 @@ func TestReader_NewEpoch_UnusedRangeIsOneEpochEvent(t *testing.T) {
 	// the home fails over: the old one had reserved up to 1<<22; the new
 	// epoch starts there (a second home, a second writer)
 	const start = 1 << 22
-	home2, err := NewHome(tp.dev, HomeConfig{Start: start})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = home2.Close() })
-	cq := newCQ(t, tp.dev, 4096)
-	hq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
-	w2, err := NewWriter(WriterConfig{Device: tp.dev, CQ: cq, HomeQP: hq, Home: home2.Desc(), Timeout: 2 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w2.Close() })
-	tp.connect(w2, 99, r)
+	w2 := tp.newEpoch(t, start, r)
 	rd.SetEpoch(start, start+1<<22)
 	for i := 0; i < 5; i++ {
 		_, err := w2.Publish(0, payloadFor(uint64(start+i), 8), 0)
@@ -160,15 +152,7 @@ func TestReader_NewEpochTicksAlreadyInNextSlot_OneEpochEventAtOnce(t *testing.T)
 	// the new epoch starts one ring-multiple above: its ticks land exactly
 	// in the slots the reader waits on, faster than any gap timeout
 	const start = 64*1000 + 1
-	home2, err := NewHome(tp.dev, HomeConfig{Start: start})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = home2.Close() })
-	cq := newCQ(t, tp.dev, 4096)
-	hq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
-	w2, err := NewWriter(WriterConfig{Device: tp.dev, CQ: cq, HomeQP: hq, Home: home2.Desc(), Timeout: 2 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w2.Close() })
-	tp.connect(w2, 99, r)
+	w2 := tp.newEpoch(t, start, r)
 	rd.SetEpoch(start, start+1<<20)
 	for i := 0; i < 20; i++ {
 		_, err := w2.Publish(0, payloadFor(uint64(start+i), 8), 0)
@@ -436,4 +420,20 @@ func TestReader_AwaitEpoch_NewEpochBeforeItsRecordIsNotAnOverrun(t *testing.T) {
 		assert.Equal(t, EventOverrun, e.Kind, "%v", e)
 		assert.GreaterOrEqual(t, e.From, uint64(1000), "only the new epoch's lapped ticks are overruns: %v", e)
 	}
+}
+
+// newEpoch is the home failing over: a second home, its counter at start,
+// and a writer on it connected to r.
+func (tp *topo) newEpoch(t *testing.T, start uint64, r *Ring) *Writer {
+	t.Helper()
+	home2, err := NewHome(tp.dev, HomeConfig{Start: start})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = home2.Close() })
+	cq := newCQ(t, tp.dev, 4096)
+	hq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
+	w2, err := NewWriter(WriterConfig{Device: tp.dev, CQ: cq, HomeQP: hq, Home: home2.Desc(), Timeout: 2 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w2.Close() })
+	tp.connect(w2, 99, r)
+	return w2
 }
