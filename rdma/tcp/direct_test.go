@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/rdma/rdmatest"
 	"github.com/tickbus/tickbus/rdma/tcp"
 )
 
@@ -35,37 +36,9 @@ func TestDirect_LoopbackPair_ChecksWhatTheResponderChecks(t *testing.T) {
 	require.NoError(t, err)
 	foreign, err := d.Register(other.Bytes(), rdma.AccessRemote)
 	require.NoError(t, err)
-	rr := mr.Remote()
-	dmr := a.(rdma.DirectMapper)
-	for name, c := range map[string]struct {
-		r    rdma.RemoteRegion
-		need rdma.Access
-	}{
-		"unknown rkey":          {rdma.RemoteRegion{Addr: rr.Addr, RKey: rr.RKey + 12345, Len: 8}, rdma.AccessRemoteWrite},
-		"past the end":          {rdma.RemoteRegion{Addr: rr.Addr + 4090, RKey: rr.RKey, Len: 8}, rdma.AccessRemoteWrite},
-		"before the start":      {rdma.RemoteRegion{Addr: rr.Addr - 8, RKey: rr.RKey, Len: 16}, rdma.AccessRemoteWrite},
-		"huge length":           {rdma.RemoteRegion{Addr: rr.Addr + 8, RKey: rr.RKey, Len: ^uint64(0)}, rdma.AccessRemoteWrite},
-		"empty":                 {rdma.RemoteRegion{Addr: rr.Addr, RKey: rr.RKey, Len: 0}, rdma.AccessRemoteWrite},
-		"no rights asked":       {rdma.RemoteRegion{Addr: rr.Addr, RKey: rr.RKey, Len: 8}, 0},
-		"local right":           {rdma.RemoteRegion{Addr: rr.Addr, RKey: rr.RKey, Len: 8}, rdma.AccessLocalWrite},
-		"unaligned atomic":      {rdma.RemoteRegion{Addr: rr.Addr + 4, RKey: rr.RKey, Len: 8}, rdma.AccessRemoteAtomic},
-		"write on readonly":     {rdma.RemoteRegion{Addr: ro.Addr(), RKey: ro.RKey(), Len: 8}, rdma.AccessRemoteWrite},
-		"memory it did not map": {rdma.RemoteRegion{Addr: foreign.Addr(), RKey: foreign.RKey(), Len: 8}, rdma.AccessRemoteWrite},
-	} {
-		t.Run(name, func(t *testing.T) {
-			dm, err := dmr.Direct(c.r, c.need)
-			require.ErrorIs(t, err, rdma.ErrDirect)
-			assert.Nil(t, dm)
-		})
-	}
-	dm, err := dmr.Direct(rdma.RemoteRegion{Addr: rr.Addr + 64, RKey: rr.RKey, Len: 64}, rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic)
-	require.NoError(t, err)
-	require.Len(t, dm.Bytes(), 64)
-	copy(dm.Bytes(), "direct")
-	assert.Equal(t, "direct", string(mr.Bytes()[64:70]), "the same memory as the region")
-	assert.True(t, dm.Live())
-	require.NoError(t, dm.Close())
-	require.NoError(t, dm.Close(), "idempotent")
+	rdmatest.CheckDirect(t, a.(rdma.DirectMapper), mr, ro, map[string]rdmatest.DirectCase{
+		"memory it did not map": {R: rdma.RemoteRegion{Addr: foreign.Addr(), RKey: foreign.RKey(), Len: 8}, Need: rdma.AccessRemoteWrite},
+	})
 }
 
 // Only an unconfined peer QP of the same device, on a device that allows
