@@ -103,11 +103,8 @@ func (w *Writer) mapTarget(t *target) {
 // directAtomic is atomic on the mapped counter: one CPU CAS or FAA.
 func (w *Writer) directAtomic(op rdma.Opcode, compare, swap, add uint64) (uint64, error) {
 	if !w.dhome.Live() {
-		w.broken = ErrHomeFailed
-		if j := w.journal; j != nil {
-			j.dropped = true
-		}
-		return 0, ErrHomeFailed
+		_, _, err := w.homeGone()
+		return 0, err
 	}
 	var orig uint64
 	if op == rdma.OpFetchAndAdd {
@@ -124,6 +121,16 @@ func (w *Writer) directAtomic(op rdma.Opcode, compare, swap, add uint64) (uint64
 		w.reapSome()
 	}
 	return orig, nil
+}
+
+// homeGone breaks the writer: the home's QP left RTS (or its peer
+// withdrew the region).
+func (w *Writer) homeGone() (uint64, bool, error) {
+	w.broken = ErrHomeFailed
+	if j := w.journal; j != nil {
+		j.dropped = true
+	}
+	return 0, true, ErrHomeFailed
 }
 
 // reapSome drains the CQs when signalled WRITEs of generic targets pile
@@ -186,67 +193,96 @@ func (w *Writer) allDirect(ts []*target) bool {
 	return true
 }
 
-// directDeliver writes one tick (img: its slot after the stamp, header
-// and payload, assembled once) straight into the journal and every target
-// of tl (all mapped): per target one copy and the stamps, the direct
-// Publish. Reliable targets have room (the caller checked).
-func (w *Writer) directDeliver(tl *targetList, seq uint64, img []byte) {
+// slotBody is a slot's header after its stamp (bytes 8..31) as the three
+// little-endian words a direct write stores: built once per tick in
+// registers from whole words (narrow stores read back as wide loads
+// would stall store forwarding), stored into every target's slot.
+type slotBody struct {
+	ns       uint64 // PublishNs
+	lenTypFl uint64 // Len | Type<<32 | Flags<<48
+	pubCheck uint64 // Publisher | Check<<32
+}
+
+var (
+	_ [hdrLen - unsafe.Sizeof(slotBody{})]byte
+	_ [unsafe.Sizeof(slotBody{}) - hdrLen]byte
+	_ [unsafe.Offsetof(slotHeader{}.Len) - offBody - 8]byte
+	_ [unsafe.Offsetof(slotHeader{}.Publisher) - offBody - 16]byte
+)
+
+// newBody is the header of tick seq after its stamp.
+func newBody(seq uint64, ns int64, n uint32, typ, flags uint16, pub uint32) slotBody {
+	return slotBody{ns: uint64(ns), lenTypFl: uint64(n) | uint64(typ)<<32 | uint64(flags)<<48,
+		pubCheck: uint64(pub) | uint64(headerCheck(seq, ns, n, typ, flags, pub))<<32}
+}
+
+// mappedRings is the journal (if any) and then ts, if allDirect(ts);
+// else nil. Under mu, or before the writer is shared.
+func (w *Writer) mappedRings(ts []*target) []*target {
+	if !w.allDirect(ts) {
+		return nil
+	}
+	rs := make([]*target, 0, len(ts)+1)
+	if w.journal != nil {
+		rs = append(rs, w.journal)
+	}
+	return append(rs, ts...)
+}
+
+// directTick writes one tick straight into the journal and every target
+// of tl (all mapped): the header is built once, and each target gets
+// (lossy: StampBusy,) header, payload and stamp in its slot: one copy of
+// the payload per target and no image. Reliable targets have room (the
+// caller checked).
+func (w *Writer) directTick(tl *targetList, seq uint64, body *slotBody, payload []byte) {
 	if j := w.journal; j != nil && !j.dropped && w.directLive(j) {
-		directPutImg(j, seq, img)
+		putSlot(j, seq, body, payload)
 	}
 	for _, t := range tl.all {
 		if !t.dropped && w.directLive(t) {
-			directPutImg(t, seq, img)
+			putSlot(t, seq, body, payload)
 		}
 	}
 }
 
-// directPutImg writes a tick into t's mapped slot for seq: (lossy:
-// StampBusy,) img (the slot after its stamp), stamp; each stamp a release
-// store.
-func directPutImg(t *target, seq uint64, img []byte) {
+// putSlot writes a tick into t's mapped slot for seq: (lossy: StampBusy,)
+// body, payload, stamp; each stamp a release store (stampStore), paired
+// with the reader's atomic load of the stamp. payload fits the slot
+// (AddTarget checked the ring's slots against MaxPayload).
+func putSlot(t *target, seq uint64, body *slotBody, payload []byte) {
 	off := (seq & t.mask) * t.slotSize
 	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
-	stamp := (*uint64)(unsafe.Pointer(&s[0]))
+	h := (*slotHeader)(unsafe.Pointer(&s[0]))
 	if t.lossy {
-		stampStore(stamp, StampBusy)
+		stampStore(&h.Stamp, StampBusy)
 	}
-	copy(s[offBody:], img)
-	stampStore(stamp, seq)
+	b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (layout.go)
+	b[0], b[1], b[2] = body.ns, body.lenTypFl, body.pubCheck
+	copy(s[SlotHeaderSize:], payload)
+	stampStore(&h.Stamp, seq)
 }
 
-// directBatch is directDeliver for the consecutive sequences first.. of
+// directBatch is directTick for the consecutive sequences first.. of
 // ticks: the headers once, then per target every tick, slot after slot.
 func (w *Writer) directBatch(tl *targetList, first uint64, ticks []Tick) {
+	bodies := w.bodies[:len(ticks)]
 	for i := range ticks {
 		t := &ticks[i]
-		putBody(w.hdrs[i*hdrLen:], first+uint64(i), t.PublishNs, uint32(len(t.Payload)), t.Type, t.Flags&FlagsUser, w.pub)
+		bodies[i] = newBody(first+uint64(i), t.PublishNs, uint32(len(t.Payload)), t.Type, t.Flags&FlagsUser, w.pub)
 	}
 	if j := w.journal; j != nil && !j.dropped && w.directLive(j) {
-		for i := range ticks {
-			directPut(j, first+uint64(i), w.hdrs[i*hdrLen:], ticks[i].Payload)
-		}
+		putRun(j, first, bodies, ticks)
 	}
 	for _, t := range tl.all {
-		if t.dropped || !w.directLive(t) {
-			continue
-		}
-		for i := range ticks {
-			directPut(t, first+uint64(i), w.hdrs[i*hdrLen:], ticks[i].Payload)
+		if !t.dropped && w.directLive(t) {
+			putRun(t, first, bodies, ticks)
 		}
 	}
 }
 
-// directPut writes a tick into t's mapped slot for seq: (lossy: StampBusy,)
-// header, payload, stamp; each stamp a release store.
-func directPut(t *target, seq uint64, hdr, payload []byte) {
-	off := (seq & t.mask) * t.slotSize
-	s := t.dmem[off : off+t.slotSize : off+t.slotSize]
-	stamp := (*uint64)(unsafe.Pointer(&s[0]))
-	if t.lossy {
-		stampStore(stamp, StampBusy)
+// putRun is putSlot for ticks at first.., bodies their headers.
+func putRun(t *target, first uint64, bodies []slotBody, ticks []Tick) {
+	for i := range ticks {
+		putSlot(t, first+uint64(i), &bodies[i], ticks[i].Payload)
 	}
-	copy(s[offBody:SlotHeaderSize], hdr[:hdrLen])
-	copy(s[SlotHeaderSize:], payload)
-	stampStore(stamp, seq)
 }

@@ -141,14 +141,21 @@ func TestDirect_TargetsAddedAndRemovedWhilePublishing(t *testing.T) {
 }
 
 // A target whose QP leaves RTS (closed here; a dead peer does the same) is
-// dropped at the next publish; a home QP that does breaks the writer.
+// dropped at the next publish; a home QP that does breaks the writer. The
+// same on the lean path (a solo writer, writer_lean.go), with a journal.
 func TestDirect_DeadQPs_TargetDropped_HomeFails(t *testing.T) {
 	skipIfForcedGeneric(t)
+	t.Run("direct", func(t *testing.T) { testDeadQPs(t, WriterConfig{}, HomeConfig{}) })
+	t.Run("lean", func(t *testing.T) { testDeadQPs(t, WriterConfig{SoloHome: soloHere}, HomeConfig{JournalSlots: 64}) })
+}
+
+func testDeadQPs(t *testing.T, wc WriterConfig, hc HomeConfig) {
 	var dropped []uint64
-	tp := newTopo(t, HomeConfig{}, WriterConfig{OnTargetDropped: func(id uint64, err error) {
+	wc.OnTargetDropped = func(id uint64, err error) {
 		dropped = append(dropped, id)
 		assert.ErrorIs(t, err, rdma.ErrCompletion)
-	}})
+	}
+	tp := newTopo(t, hc, wc)
 	stay := tp.addRing(RingConfig{Slots: 64})
 	r, err := NewRing(tp.dev, RingConfig{Slots: 64, CQ: tp.rcq})
 	require.NoError(t, err)
@@ -157,6 +164,7 @@ func TestDirect_DeadQPs_TargetDropped_HomeFails(t *testing.T) {
 	_, err = tp.w.AddTarget(Target{ID: 7, QP: wq, Ring: r.Desc()})
 	require.NoError(t, err)
 	require.Equal(t, 2, tp.w.Stats().Direct)
+	require.Equal(t, wc.SoloHome != nil, tp.w.Stats().Solo)
 	_, err = tp.w.Publish(0, payloadFor(1, 8), 0)
 	require.NoError(t, err)
 	require.NoError(t, wq.Close())
@@ -166,6 +174,7 @@ func TestDirect_DeadQPs_TargetDropped_HomeFails(t *testing.T) {
 	assert.Equal(t, 1, tp.w.Stats().Targets)
 	var c collector
 	pollUntil(t, stay.Reader(), &c, func() bool { return len(c.ticks) == 2 })
+	assert.Equal(t, uint64(2), tp.w.Stats().Published)
 
 	require.NoError(t, tp.w.homeQP.Close())
 	_, err = tp.w.Publish(0, payloadFor(3, 8), 0)

@@ -31,6 +31,11 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 	if err != nil {
 		return 0, err
 	}
+	if tl.direct {
+		if seq, claimed, err := w.leanTick(tl, typ, payload, publishNs); claimed {
+			return seq, err
+		}
+	}
 	if !w.inLimit(w.cached, 1) {
 		return 0, ErrFenced // before the room: a fenced writer must fail over, not wait
 	}
@@ -47,10 +52,8 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 		return 0, err
 	}
 	if tl.direct && (tl.reliable == 0 || w.roomFor(tl, seq)) {
-		img := w.img[: hdrLen+len(payload) : hdrLen+len(payload)]
-		putBody(img, seq, publishNs, uint32(len(payload)), typ, 0, w.pub)
-		copy(img[hdrLen:], payload)
-		w.directDeliver(tl, seq, img)
+		body := newBody(seq, publishNs, uint32(len(payload)), typ, 0, w.pub)
+		w.directTick(tl, seq, &body, payload)
 		addOwn(&w.stats.published, 1)
 		return seq, nil
 	}
@@ -199,8 +202,18 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 }
 
 // begin starts a publish: it checks the writer is usable and loads the
-// target list.
+// target list. Inlined: anything unusual is beginSlow's.
 func (w *Writer) begin() (*targetList, error) {
+	if w.closed.Load() || w.broken != nil || w.sweep || w.retire.Load() { // pairs with the Stores in Close and removeLocked
+		return w.beginSlow()
+	}
+	w.deadline = 0
+	return w.targets.Load(), nil // pairs with the Store in AddTarget/RemoveTarget
+}
+
+// beginSlow is begin for a closed or broken writer, or one with dropped
+// targets to remove or mappings to release.
+func (w *Writer) beginSlow() (*targetList, error) {
 	if w.closed.Load() { // pairs with the Store in Close
 		return nil, ErrClosed
 	}

@@ -129,6 +129,7 @@ func (w *Writer) armSolo(solo *Home) {
 	s.end.Store(c)
 	s.next.Store(c) // pairs with Share's Load
 	w.soloHome, w.soloOn = h, true
+	w.soloNext, w.soloReq = word(s.next), &s.req
 }
 
 // soloClaim takes n sequences from the run, extending it when it is short.

@@ -218,6 +218,7 @@ type targetList struct {
 	all      []*target
 	reliable int
 	direct   bool                   // the journal (if any) and every target are mapped: Publish and PublishBatch write without staging (direct.go)
+	rings    []*target              // direct only: the journal (if any), then every target; what the lean path writes (writer_lean.go)
 	cqs      []rdma.CompletionQueue // distinct, WriterConfig.CQ first
 }
 
@@ -360,9 +361,8 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	w.mapHome(&cfg)
 	w.armSolo(cfg.SoloHome)
 	w.direct = !cfg.Generic
-	w.hdrs = make([]byte, hdrLen*(cfg.MaxBatch+1))
-	w.img = make([]byte, hdrLen+cfg.MaxPayload)
-	w.targets.Store(&targetList{cqs: []rdma.CompletionQueue{cfg.CQ}, direct: w.allDirect(nil)}) // pairs with the Load in begin and reap
+	w.bodies = make([]slotBody, cfg.MaxBatch+1)
+	w.targets.Store(&targetList{cqs: []rdma.CompletionQueue{cfg.CQ}, direct: w.allDirect(nil), rings: w.mappedRings(nil)}) // pairs with the Load in begin and reap
 	w.log.Debug().Uint32("publisher", w.pub).Stringer("claim", cfg.Claim).Msg("ring: writer ready")
 	return w, nil
 }
@@ -466,6 +466,7 @@ func (w *Writer) AddTarget(t Target) (CreditDesc, error) {
 	}
 	nl.cqs = distinctCQs(w.cq, nl.all)
 	nl.direct = w.allDirect(nl.all)
+	nl.rings = w.mappedRings(nl.all)
 	w.targets.Store(nl) // pairs with the Load at the start of every publish
 	w.log.Debug().Uint64("target", t.ID).Stringer("mode", t.Ring.Mode).Msg("ring: target added")
 	return cd, nil
@@ -518,6 +519,7 @@ func (w *Writer) removeLocked(id uint64, only *target) bool {
 	}
 	nl.cqs = distinctCQs(w.cq, nl.all)
 	nl.direct = w.allDirect(nl.all)
+	nl.rings = w.mappedRings(nl.all)
 	w.targets.Store(nl) // pairs with the Load at the start of every publish
 	if gone.cellIdx >= 0 {
 		w.cellsFree = append([]int{gone.cellIdx}, w.cellsFree...) // reused last

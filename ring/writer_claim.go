@@ -1,6 +1,10 @@
 package ring
 
-import "github.com/tickbus/tickbus/rdma"
+import (
+	"sync/atomic"
+
+	"github.com/tickbus/tickbus/rdma"
+)
 
 // claimer is the writer's claim part: how it takes sequences on the home's
 // counter (publish.go's claimRoom and atomic; direct.go's directAtomic) and
@@ -21,6 +25,8 @@ type claimer struct {
 	soloHome  *Home          // the home whose solo writer this is (solo.go), or nil
 	soloOn    bool           // claims come from the run cached..runEnd (solo.go)
 	runEnd    uint64         // solo: the run's end, as the counter holds it
+	soloNext  *uint64        // solo: the home's solo word (soloState.next), for the lean path (writer_lean.go)
+	soloReq   *atomic.Uint32 // solo: soloState.req
 }
 
 // waiter is how the writer waits: its idle strategy and the deadline of

@@ -1,0 +1,86 @@
+package ring
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// The lean single-tick publish (Aeron's tryClaim on an exclusive
+// publication, in spirit): a solo writer (solo.go) whose journal and
+// targets are all mapped (direct.go) claims from its run with plain loads
+// and stores and writes the tick straight into each mapped slot. It is the
+// general path's own steps, in the same order, written out in one function
+// so that nothing is a call but the payload copies and the liveness checks:
+//
+//	inLimit, room (the cached reliable limit), the home's liveness →
+//	soloClaim's busy word,
+//	req and counter checks → claimable (lease end, limit) → per ring, the
+//	journal first: Live, (lossy: StampBusy,) header, payload, stamp.
+//
+// Whatever is not the common case (the run is used up, the home shares,
+// the counter moved, a reliable ring looks full, completions of generic
+// targets wait to be reaped, a lease end near) is left to the general
+// path, before anything is claimed.
+
+// leanTick publishes one tick on the lean path. claimed false: nothing was
+// claimed or written; take the general path. claimed true: err is nil,
+// ErrFenced (claimed but not written, as the general path's fenced) or
+// ErrHomeFailed (nothing claimed: the home's mapping died, as in
+// directAtomic).
+func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) (seq uint64, claimed bool, err error) {
+	c := w.cached
+	if !w.soloOn || c+1 > w.runEnd || c+1 > w.fence.Load() || w.pending > 0 { // pairs with the Store in SetLimit
+		return 0, false, nil
+	}
+	if tl.reliable > 0 && (tl != w.seen || c >= w.limit) {
+		return 0, false, nil // roomFor's cached limit does not cover c
+	}
+	if !w.dhome.Live() { // as directAtomic: a home QP that left RTS breaks the writer
+		return w.homeGone()
+	}
+	next := w.soloNext
+	soloStore(next, c|soloBusy)                                         // pairs with Share's Load after its membarrier
+	if w.soloReq.Load() != 0 || atomic.LoadUint64(w.dctr) != w.runEnd { // pairs with Share's Swap; the counter: see soloClaim
+		soloStore(next, c) // no claim: soloClaim decides (leave, or lost)
+		return 0, false, nil
+	}
+	w.cached = c + 1
+	soloStore(next, c+1) // pairs with Share's Load
+	// claimable, inline: the lease end (a TSC read while set), the limit.
+	if e := w.lease.Load(); e != 0 { // pairs with the Store in SetLeaseEnd
+		if d := w.leaseTSC.Load(); d == 0 || rdtsc() >= d {
+			if monoNs() >= e {
+				return 0, true, ErrFenced
+			}
+		}
+	}
+	if c+1 > w.fence.Load() { // pairs with the Store in SetLimit
+		return 0, true, ErrFenced
+	}
+	// newBody and putSlot, inline: the header once, then per ring (the
+	// journal first) liveness, (lossy: StampBusy,) header, payload, stamp.
+	n := uint32(len(payload))
+	b1 := uint64(n) | uint64(typ)<<32
+	b2 := uint64(w.pub) | uint64(headerCheck(c, ns, n, typ, 0, w.pub))<<32
+	for _, t := range tl.rings {
+		if t.dropped {
+			continue
+		}
+		if !t.dm.Live() {
+			w.drop(t, errDirectGone) // the journal's breaks the writer (ErrHomeFailed from the next publish)
+			continue
+		}
+		off := (c & t.mask) * t.slotSize
+		s := t.dmem[off : off+t.slotSize : off+t.slotSize]
+		h := (*slotHeader)(unsafe.Pointer(&s[0]))
+		if t.lossy {
+			stampStore(&h.Stamp, StampBusy)
+		}
+		b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (slotBody)
+		b[0], b[1], b[2] = uint64(ns), b1, b2
+		copy(s[SlotHeaderSize:], payload)
+		stampStore(&h.Stamp, c) // release; pairs with the reader's load of the stamp
+	}
+	stampStore(word(&w.stats.published), w.stats.published.Load()+1) // own word; pairs with the Load in Stats
+	return c, true, nil
+}
