@@ -280,9 +280,21 @@ func (w *Writer) directBatch(tl *targetList, first uint64, ticks []Tick) {
 	}
 }
 
-// putRun is putSlot for ticks at first.., bodies their headers.
+// putRun is putSlot for ticks at first.., bodies their headers, written
+// out (putSlot is too big to be inlined).
 func putRun(t *target, first uint64, bodies []slotBody, ticks []Tick) {
+	bodies = bodies[:len(ticks)]
 	for i := range ticks {
-		putSlot(t, first+uint64(i), &bodies[i], ticks[i].Payload)
+		seq := first + uint64(i)
+		off := (seq & t.mask) * t.slotSize
+		s := t.dmem[off : off+t.slotSize : off+t.slotSize]
+		h := (*slotHeader)(unsafe.Pointer(&s[0]))
+		if t.lossy {
+			stampStore(&h.Stamp, StampBusy)
+		}
+		b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (slotBody)
+		b[0], b[1], b[2] = bodies[i].ns, bodies[i].lenTypFl, bodies[i].pubCheck
+		copy(s[SlotHeaderSize:], ticks[i].Payload)
+		stampStore(&h.Stamp, seq) // release; pairs with the reader's load of the stamp
 	}
 }

@@ -84,6 +84,11 @@ func (w *Writer) PublishBatch(ticks []Tick) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if tl.direct {
+		if first, claimed, err := w.leanBatch(tl, ticks); claimed {
+			return first, err
+		}
+	}
 	if !w.inLimit(w.cached, uint64(n)) {
 		return 0, ErrFenced // before the room: a fenced writer must fail over, not wait
 	}

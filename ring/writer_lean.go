@@ -22,18 +22,18 @@ import (
 // targets wait to be reaped, a lease end near) is left to the general
 // path, before anything is claimed.
 
-// leanTick publishes one tick on the lean path. claimed false: nothing was
-// claimed or written; take the general path. claimed true: err is nil,
-// ErrFenced (claimed but not written, as the general path's fenced) or
-// ErrHomeFailed (nothing claimed: the home's mapping died, as in
-// directAtomic).
-func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) (seq uint64, claimed bool, err error) {
+// leanClaim claims n sequences on the lean path and returns the first.
+// claimed false: nothing was claimed; take the general path. claimed true:
+// err is nil, ErrFenced (claimed but not to be written, as the general
+// path's fenced) or ErrHomeFailed (nothing claimed: the home's mapping
+// died, as in directAtomic).
+func (w *Writer) leanClaim(tl *targetList, n uint64) (first uint64, claimed bool, err error) {
 	c := w.cached
-	if !w.soloOn || c+1 > w.runEnd || c+1 > w.fence.Load() || w.pending > 0 { // pairs with the Store in SetLimit
+	if !w.soloOn || c+n > w.runEnd || c+n > w.fence.Load() || w.pending > 0 { // pairs with the Store in SetLimit
 		return 0, false, nil
 	}
-	if tl.reliable > 0 && (tl != w.seen || c >= w.limit) {
-		return 0, false, nil // roomFor's cached limit does not cover c
+	if tl.reliable > 0 && (tl != w.seen || c+n-1 >= w.limit) {
+		return 0, false, nil // roomFor's cached limit does not cover the claim
 	}
 	if !w.dhome.Live() { // as directAtomic: a home QP that left RTS breaks the writer
 		return w.homeGone()
@@ -44,8 +44,8 @@ func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) 
 		soloStore(next, c) // no claim: soloClaim decides (leave, or lost)
 		return 0, false, nil
 	}
-	w.cached = c + 1
-	soloStore(next, c+1) // pairs with Share's Load
+	w.cached = c + n
+	soloStore(next, c+n) // pairs with Share's Load
 	// claimable, inline: the lease end (a TSC read while set), the limit.
 	if e := w.lease.Load(); e != 0 { // pairs with the Store in SetLeaseEnd
 		if d := w.leaseTSC.Load(); d == 0 || rdtsc() >= d {
@@ -54,8 +54,18 @@ func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) 
 			}
 		}
 	}
-	if c+1 > w.fence.Load() { // pairs with the Store in SetLimit
+	if c+n > w.fence.Load() { // pairs with the Store in SetLimit
 		return 0, true, ErrFenced
+	}
+	return c, true, nil
+}
+
+// leanTick publishes one tick on the lean path; claimed and err as
+// leanClaim's.
+func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) (seq uint64, claimed bool, err error) {
+	c, claimed, err := w.leanClaim(tl, 1)
+	if !claimed || err != nil {
+		return 0, claimed, err
 	}
 	// newBody and putSlot, inline: the header once, then per ring (the
 	// journal first) liveness, (lossy: StampBusy,) header, payload, stamp.
@@ -82,5 +92,31 @@ func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) 
 		stampStore(&h.Stamp, c) // release; pairs with the reader's load of the stamp
 	}
 	stampStore(word(&w.stats.published), w.stats.published.Load()+1) // own word; pairs with the Load in Stats
+	return c, true, nil
+}
+
+// leanBatch publishes ticks (1..MaxBatch of them) on the lean path;
+// claimed and err as leanClaim's.
+func (w *Writer) leanBatch(tl *targetList, ticks []Tick) (first uint64, claimed bool, err error) {
+	c, claimed, err := w.leanClaim(tl, uint64(len(ticks)))
+	if !claimed || err != nil {
+		return 0, claimed, err
+	}
+	bodies := w.bodies[:len(ticks)]
+	for i := range ticks {
+		t := &ticks[i]
+		bodies[i] = newBody(c+uint64(i), t.PublishNs, uint32(len(t.Payload)), t.Type, t.Flags&FlagsUser, w.pub)
+	}
+	for _, t := range tl.rings {
+		if t.dropped {
+			continue
+		}
+		if !t.dm.Live() {
+			w.drop(t, errDirectGone)
+			continue
+		}
+		putRun(t, c, bodies, ticks)
+	}
+	stampStore(word(&w.stats.published), w.stats.published.Load()+uint64(len(ticks))) // own word; pairs with the Load in Stats
 	return c, true, nil
 }
