@@ -45,13 +45,17 @@ func BenchmarkPublish(b *testing.B) {
 // QPs and their completions), "direct" (direct.go; on shm) and "solo"
 // (direct, the home's lone writer claiming from runs: solo.go).
 func forPaths(b *testing.B, f func(b *testing.B, wc WriterConfig)) {
-	for _, p := range []struct {
-		name string
-		wc   WriterConfig
-	}{{"generic", WriterConfig{Generic: true}}, {"direct", WriterConfig{}}, {"solo", WriterConfig{SoloHome: soloHere}}} {
+	for _, p := range writerPaths {
 		b.Run(p.name, func(b *testing.B) { f(b, p.wc) })
 	}
 }
+
+// writerPaths are the writer's paths: the generic one, direct, and solo
+// (the lean path, writer_lean.go).
+var writerPaths = []struct {
+	name string
+	wc   WriterConfig
+}{{"generic", WriterConfig{Generic: true}}, {"direct", WriterConfig{}}, {"solo", WriterConfig{SoloHome: soloHere}}}
 
 func benchPublish(b *testing.B, wc WriterConfig) {
 	for _, c := range []struct {

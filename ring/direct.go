@@ -98,6 +98,18 @@ func (w *Writer) mapTarget(t *target) {
 		return
 	}
 	t.dm, t.dmem = dm, b
+	if !t.lossy {
+		// The head word too, for the room check of a ring that looks full
+		// (readHead): a load instead of a READ and its completion.
+		hm, hb, err := mapDirect(t.qp, t.rkey, t.base-offSlots+offHot, 8, rdma.AccessRemoteRead)
+		if hm == nil {
+			if err != nil {
+				w.log.Debug().Uint64("target", t.id).Err(err).Msg("ring: target head not mapped; READ through its QP")
+			}
+			return
+		}
+		t.hm, t.dhead = hm, (*uint64)(unsafe.Pointer(&hb[0]))
+	}
 }
 
 // directAtomic is atomic on the mapped counter: one CPU CAS or FAA.

@@ -3,6 +3,7 @@ package ring
 import (
 	"encoding/binary"
 	"errors"
+	"sync/atomic"
 
 	"github.com/tickbus/tickbus/rdma"
 )
@@ -717,6 +718,16 @@ func (w *Writer) unstick(tl *targetList, first uint64) {
 // after every advancing poll) into t.head. False if the READ failed (the
 // target is dropped) or timed out.
 func (w *Writer) readHead(t *target) bool {
+	if t.dhead != nil {
+		if !t.hm.Live() {
+			w.drop(t, errDirectGone)
+			return false
+		}
+		if h := atomic.LoadUint64(t.dhead); h > t.head && h != StampBusy { // pairs with the reader's store of its head
+			t.head = h
+		}
+		return true
+	}
 	h, ok := w.readWord(t, t.base-offSlots+offHot)
 	if ok && h > t.head && h != StampBusy {
 		t.head = h

@@ -531,15 +531,24 @@ func TestReader_Poll_ReportsTrailingDeadClaimFromCounter(t *testing.T) {
 }
 
 // A reliable subscriber that never attached its credit cell still gets
-// flow control: the writer READs the ring's head when it looks full.
+// flow control: the writer READs the ring's head when it looks full (on
+// shm a load of the mapped head word), on every path.
 func TestRing_Reliable_WithoutCreditCell_WriterReadsHead(t *testing.T) {
-	tp := newTopo(t, HomeConfig{}, WriterConfig{Timeout: 50 * time.Millisecond})
+	for _, p := range writerPaths {
+		t.Run(p.name, func(t *testing.T) { testWriterReadsHead(t, p.wc) })
+	}
+}
+
+func testWriterReadsHead(t *testing.T, wc WriterConfig) {
+	wc.Timeout = 50 * time.Millisecond
+	tp := newTopo(t, HomeConfig{}, wc)
 	r, err := NewRing(tp.dev, RingConfig{Slots: 64, Mode: Reliable})
 	require.NoError(t, err)
 	defer r.Close()
 	wq, _ := qpPair(t, tp.dev, tp.wcq, tp.dev, tp.rcq)
 	_, err = tp.w.AddTarget(Target{ID: 1, QP: wq, Ring: r.Desc()})
 	require.NoError(t, err)
+	assert.Equal(t, !wc.Generic && !forceGeneric, tp.w.targets.Load().all[0].dhead != nil, "the head word is mapped on the direct path")
 	var c collector
 	for i := uint64(1); i <= 64; i++ {
 		_, err := tp.w.Publish(0, payloadFor(i, 8), 0)

@@ -210,6 +210,8 @@ type target struct {
 	dropped  bool           // publishing goroutine only
 	dm       rdma.DirectMap // the mapped ring (direct.go), or nil: written through qp
 	dmem     []byte         // dm's bytes: slot 0 first
+	hm       rdma.DirectMap // reliable, direct: the ring's mapped head word (readHead), or nil: READ through qp
+	dhead    *uint64        // hm's word
 }
 
 // targetList is immutable once published; AddTarget and RemoveTarget swap
@@ -528,6 +530,9 @@ func (w *Writer) removeLocked(id uint64, only *target) bool {
 		// A publish under way may still write it: released at the start
 		// of the next one (begin), or by Close.
 		w.retired = append(w.retired, gone.dm)
+		if gone.hm != nil {
+			w.retired = append(w.retired, gone.hm)
+		}
 		w.retire.Store(true) // pairs with the Load in begin
 	}
 	return true
@@ -538,6 +543,10 @@ func closeDirect(t *target) {
 	if t.dm != nil {
 		_ = t.dm.Close()
 		t.dm, t.dmem = nil, nil
+	}
+	if t.hm != nil {
+		_ = t.hm.Close()
+		t.hm, t.dhead = nil, nil
 	}
 }
 
@@ -578,6 +587,9 @@ func (w *Writer) Close() error {
 		for _, t := range w.targets.Load().all {
 			if t.dm != nil {
 				_ = t.dm.Close()
+			}
+			if t.hm != nil {
+				_ = t.hm.Close()
 			}
 		}
 		if j := w.journal; j != nil && j.dm != nil {
