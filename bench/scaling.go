@@ -108,7 +108,7 @@ func writeScalingTable(w io.Writer, pts []ScalePoint, err error) {
 			fmtCPUNs(p.PubCPUNs), fmtCPUNs(p.ExtraSubCPUNs), note)
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(w, "pub CPU-ns/tick: the publisher thread's CPU per single-tick Publish with N lossy rings, in process, no readers;")
+	fmt.Fprintln(w, "pub CPU-ns/tick: the publisher thread's CPU per single-tick Publish with N lossy rings of 4096 slots, in process, no readers;")
 	fmt.Fprintf(w, "+ns/extra sub: its slope from N=%d (target <= 15 ns)\n", fanOutPoints[0])
 	if err != nil {
 		fmt.Fprintf(w, "scaling errors: %v\n", err)
@@ -194,7 +194,10 @@ func fanOutCPU(ctx context.Context, n int) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		r, err := ring.NewRing(dev, ring.RingConfig{Slots: 1 << 14, Mode: ring.Lossy, CQ: tr.CQ})
+		// The ring the cross-process runs' subscribers have (WithRing in
+		// tickbus.go; the subscriber's default too): 4096 slots of 128
+		// bytes.
+		r, err := ring.NewRing(dev, ring.RingConfig{Slots: floorSlots, SlotSize: tbSlotSize(64), Mode: ring.Lossy, CQ: tr.CQ})
 		if err != nil {
 			return 0, err
 		}

@@ -100,19 +100,36 @@ func benchPublish(b *testing.B, wc WriterConfig) {
 func BenchmarkPublishFanOut(b *testing.B) { forPaths(b, benchPublishFanOut) }
 
 func benchPublishFanOut(b *testing.B, wc WriterConfig) {
-	for _, c := range []struct {
-		cq string
-		n  int
-	}{{"shared", 1}, {"shared", 2}, {"shared", 4}, {"shared", 8}, {"own", 1}, {"own", 2}, {"own", 4}, {"own", 8}} {
+	type fanCase struct {
+		cq       string
+		slots, n int
+	}
+	var cases []fanCase
+	// slots=4096: the subscriber's default ring (512 KiB), which the
+	// cross-process fan-out runs use too; 16384 (2 MiB each): eight of
+	// them miss the L2 on every tick.
+	for _, k := range []struct {
+		cq    string
+		slots int
+	}{{"shared", 1 << 14}, {"own", 1 << 14}, {"own", 1 << 12}} {
+		for _, n := range []int{1, 2, 4, 8} {
+			cases = append(cases, fanCase{k.cq, k.slots, n})
+		}
+	}
+	for _, c := range cases {
 		n := c.n
-		b.Run(fmt.Sprintf("cq=%s/subs=%d", c.cq, n), func(b *testing.B) {
+		name := fmt.Sprintf("cq=%s/subs=%d", c.cq, n)
+		if c.slots != 1<<14 {
+			name = fmt.Sprintf("cq=%s/slots=%d/subs=%d", c.cq, c.slots, n)
+		}
+		b.Run(name, func(b *testing.B) {
 			tp := newTopo(b, HomeConfig{}, wc)
 			for i := 0; i < n; i++ {
 				if c.cq == "shared" {
-					tp.addRing(RingConfig{Slots: 1 << 14, Mode: Lossy})
+					tp.addRing(RingConfig{Slots: c.slots, Mode: Lossy})
 					continue
 				}
-				r, err := NewRing(tp.dev, RingConfig{Slots: 1 << 14, Mode: Lossy, CQ: tp.rcq})
+				r, err := NewRing(tp.dev, RingConfig{Slots: c.slots, Mode: Lossy, CQ: tp.rcq})
 				if err != nil {
 					b.Fatal(err)
 				}
