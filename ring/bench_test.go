@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -71,10 +72,16 @@ func benchPublish(b *testing.B, wc WriterConfig) {
 		// A ring of 512 KiB (the others: 8 MiB) whose lines stay in the
 		// cache: what cold ring lines cost the ones above.
 		{"lossy-cas/slots=4096", 0, Lossy, ClaimCAS, 1 << 12},
+		// As the product's home publisher runs: a lease end set (each
+		// claim reads the TSC) and the default journal.
+		{"lossy-cas/slots=4096+journal+lease", 4096, Lossy, ClaimCAS, 1 << 12},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			wc.Claim = c.claim
 			tp, _ := benchTopo(b, c.journal, c.mode, c.slots, wc)
+			if strings.HasSuffix(c.name, "+lease") {
+				tp.w.SetLeaseEnd(time.Now().Add(time.Hour))
+			}
 			payload := make([]byte, 64)
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -59,6 +59,8 @@ func (w *Writer) SetLimit(limit uint64) {
 // While set, a claim costs a TSC read, and a clock read only near the end
 // (leaseclock.go).
 func (w *Writer) SetLeaseEnd(end time.Time) {
+	w.leaseGen.Add(1) // odd: an update under way (tscLearn); pairs with its Loads
+	defer w.leaseGen.Add(1)
 	if end.IsZero() {
 		w.leaseTSC.Store(0)
 		w.lease.Store(0) // pairs with the Load in claimable
@@ -76,8 +78,12 @@ func (w *Writer) SetLeaseEnd(end time.Time) {
 func (w *Writer) claimable(first, n uint64) bool {
 	if e := w.lease.Load(); e != 0 { // pairs with the Store in SetLeaseEnd
 		if d := w.leaseTSC.Load(); d == 0 || rdtsc() >= d {
-			if monoNs() >= e {
+			now := monoNs()
+			if now >= e {
 				return false
+			}
+			if d == 0 {
+				w.tscLearn(e)
 			}
 		}
 	}

@@ -22,6 +22,7 @@ var tscCal struct {
 	mu       sync.Mutex
 	tsc0, n0 int64
 	perNs    atomic.Uint64 // float64 bits: TSC ticks per ns; 0 until known
+	learnt   atomic.Int64  // monoNs of tscLearn's last reading, process-wide
 }
 
 const tscCalMin = 20e6 // ns between the readings a rate is taken from
@@ -55,4 +56,33 @@ func tscDeadline(tsc, now, end int64) int64 {
 		return 0
 	}
 	return tsc + int64(d)
+}
+
+// tscLearn runs on a claim that read the clock because the writer has no
+// TSC deadline (the rate was not known yet when its lease end was set: a
+// fresh process's first lease, until the next renewal seconds later). It
+// adds a (TSC, clock) pair to the calibration, at most once per
+// tscCalMin/4 in the process, and once the rate is known gives the writer
+// the TSC deadline of end, the lease end it still has, so its later claims
+// read the TSC only. The TSC is read before the clock, so the deadline
+// errs early, as SetLeaseEnd's. A SetLeaseEnd under way or in between
+// (leaseGen moved) wins: the deadline is taken back. Publishing goroutine.
+func (w *Writer) tscLearn(end int64) {
+	if !tscTrusted {
+		return
+	}
+	g := w.leaseGen.Load() // pairs with SetLeaseEnd's Adds
+	last := tscCal.learnt.Load()
+	tsc, now := rdtsc(), monoNs()
+	if g&1 != 0 || now-last < tscCalMin/4 || !tscCal.learnt.CompareAndSwap(last, now) {
+		return
+	}
+	tscObserve(tsc, now)
+	d := tscDeadline(tsc, now, end)
+	if d == 0 || w.lease.Load() != end || !w.leaseTSC.CompareAndSwap(0, d) {
+		return
+	}
+	if w.leaseGen.Load() != g {
+		w.leaseTSC.CompareAndSwap(d, 0) // a SetLeaseEnd ran meanwhile: its values stand
+	}
 }

@@ -47,6 +47,34 @@ func TestLeaseClock_ClaimableRefusesAfterTheEnd(t *testing.T) {
 	require.True(t, w.claimable(1, 1), "no lease end")
 }
 
+// A writer whose lease end was set before the TSC rate was known (a fresh
+// process's first lease: the next renewal comes seconds later) learns its
+// TSC deadline from its own claims' clock readings, and still refuses a
+// claim past a later, earlier end.
+func TestLeaseClock_UnknownRate_DeadlineLearntFromClaims(t *testing.T) {
+	if !tscTrusted {
+		t.Skip("the kernel's clocksource is not the TSC here: every claim reads the clock, nothing to learn")
+	}
+	tscCal.mu.Lock()
+	tscCal.tsc0, tscCal.n0 = 0, 0
+	tscCal.perNs.Store(0) // at worst, other tests' claims read the clock for a while
+	tscCal.mu.Unlock()
+	w := &Writer{}
+	w.fence.Store(^uint64(0))
+	w.SetLeaseEnd(time.Now().Add(time.Hour))
+	require.Zero(t, w.leaseTSC.Load(), "one reading: no rate, no TSC deadline")
+	end := w.lease.Load()
+	for deadline := time.Now().Add(10 * time.Second); w.leaseTSC.Load() == 0; time.Sleep(time.Millisecond) {
+		require.True(t, w.claimable(1, 1), "before the lease end")
+		require.True(t, time.Now().Before(deadline), "no TSC deadline learnt from 10 s of claims")
+	}
+	d := w.leaseTSC.Load()
+	require.Equal(t, end, w.lease.Load())
+	require.Greater(t, tscDeadline(rdtsc(), monoNs(), end), d, "a deadline taken later is later (the learnt one is not past the end)")
+	w.SetLeaseEnd(time.Now().Add(-time.Millisecond))
+	require.False(t, w.claimable(1, 1), "an end in the past refuses, learnt deadline or not")
+}
+
 func BenchmarkClaimable_LeaseSet(b *testing.B) {
 	w := &Writer{}
 	w.fence.Store(^uint64(0))

@@ -249,6 +249,7 @@ type Writer struct {
 	fence    atomic.Uint64 // SetLimit; the hot path loads it once per claim (epoch.go)
 	lease    atomic.Int64  // SetLeaseEnd: monoNs from which no claim is written; 0 none (epoch.go)
 	leaseTSC atomic.Int64  // SetLeaseEnd: the TSC before which the lease surely holds; 0: read the clock (leaseclock.go)
+	leaseGen atomic.Uint64 // SetLeaseEnd: odd while it updates lease and leaseTSC (tscLearn)
 	retire   atomic.Bool   // retired holds mappings to release (begin)
 
 	// Control plane.

@@ -52,6 +52,9 @@ func (w *Writer) leanClaim(tl *targetList, n uint64) (first uint64, claimed bool
 			if monoNs() >= e {
 				return 0, true, ErrFenced
 			}
+			if d == 0 {
+				w.tscLearn(e)
+			}
 		}
 	}
 	if c+n > w.fence.Load() { // pairs with the Store in SetLimit
