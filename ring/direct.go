@@ -18,10 +18,13 @@ import (
 //     the CAS-loss fallback) is the generic path's own, and FenceCounter's
 //     FETCH_AND_ADD through a QP (a CPU atomic on the same word on shm)
 //     stops it as it stops every claim;
-//   - the write, per target, is (lossy: a release store of StampBusy,) a
-//     copy of the body from the staging image, then a release store of the
-//     stamp (stampStore: a plain MOV on amd64, solostore_amd64.go): the
-//     order the shm provider keeps for the same WRITEs.
+//   - the write, per target, is (lossy: a release store of StampBusy,) the
+//     header (built once per tick, three word stores) and the payload
+//     copied from the caller's bytes (Publish, PublishBatch; the staging
+//     image only where the generic path staged the tick), then a release
+//     store of the stamp (stampStore: a plain MOV on amd64,
+//     solostore_amd64.go): the order the shm provider keeps for the same
+//     WRITEs.
 //
 // A mapping stays valid until the writer releases it, whatever the peer or
 // the QP does (the provider holds it for the DirectMap). Before each

@@ -71,7 +71,8 @@
 // caller's bytes, then a release store of the stamp: no work request, no
 // completion, no staging copy. The fencing (SetLimit, FenceCounter) is the
 // same code. A target whose QP leaves RTS or whose ring is withdrawn is
-// dropped at its next publish, as on an error completion.
+// dropped at its next publish, as on an error completion. A reliable
+// target's head word is mapped too: a ring that looks full costs a load.
 //
 // A home's lone writer in the home's own process (WriterConfig.SoloHome)
 // goes further (solo.go, go-disruptor's single-producer sequencer): it
@@ -80,7 +81,12 @@
 // word, which readers READ before the counter. Home.Share ends it for
 // good before the home grants its counter to anyone else: a membarrier
 // handshake stops the writer between claims and the run's unused tail goes
-// back, so no sequence is doubled or left a hole.
+// back, so no sequence is doubled or left a hole. Its Publish and
+// PublishBatch take the lean path (writer_lean.go: Aeron's tryClaim on an
+// exclusive publication) while every ring is mapped: the claim's plain
+// stores, the lease and limit checks, then per ring (the journal first) a
+// liveness check, the header (three word stores, built once) and the
+// payload copied straight from the caller's bytes, and the stamp.
 //
 // PublishAt(seq) is A/B line arbitration: a CAS seq→seq+1 that only the
 // first line wins; the other gets ErrLost and writes nothing.

@@ -19,8 +19,8 @@ import (
 //
 // Whatever is not the common case (the run is used up, the home shares,
 // the counter moved, a reliable ring looks full, completions of generic
-// targets wait to be reaped, a lease end near) is left to the general
-// path, before anything is claimed.
+// targets wait to be reaped) is left to the general path, before anything
+// is claimed.
 
 // leanClaim claims n sequences on the lean path and returns the first.
 // claimed false: nothing was claimed; take the general path. claimed true:
