@@ -79,8 +79,8 @@ func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) 
 		if t.dropped {
 			continue
 		}
-		if !t.dm.Live() {
-			w.drop(t, errDirectGone) // the journal's breaks the writer (ErrHomeFailed from the next publish)
+		if !t.journal && !t.dm.Live() { // the journal: the home's region through the home QP, whose liveness leanClaim checked
+			w.drop(t, errDirectGone)
 			continue
 		}
 		off := (c & t.mask) * t.slotSize
@@ -114,7 +114,7 @@ func (w *Writer) leanBatch(tl *targetList, ticks []Tick) (first uint64, claimed 
 		if t.dropped {
 			continue
 		}
-		if !t.dm.Live() {
+		if !t.journal && !t.dm.Live() { // the journal: as in leanTick
 			w.drop(t, errDirectGone)
 			continue
 		}
