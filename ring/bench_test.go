@@ -75,6 +75,8 @@ func benchPublish(b *testing.B, wc WriterConfig) {
 		// As the product's home publisher runs: a lease end set (each
 		// claim reads the TSC) and the default journal.
 		{"lossy-cas/slots=4096+journal+lease", 4096, Lossy, ClaimCAS, 1 << 12},
+		{"lossy-cas/slots=4096+journal", 4096, Lossy, ClaimCAS, 1 << 12},
+		{"lossy-cas/slots=4096+lease", 0, Lossy, ClaimCAS, 1 << 12},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			wc.Claim = c.claim
