@@ -195,8 +195,8 @@ func fanOutCPU(ctx context.Context, n int) (float64, error) {
 			return 0, err
 		}
 		// The ring the cross-process runs' subscribers have (WithRing in
-		// tickbus.go; the subscriber's default too): 4096 slots of 128
-		// bytes.
+		// tickbus.go; the library's default too, the CLI's config has
+		// 16384): 4096 slots of 128 bytes.
 		r, err := ring.NewRing(dev, ring.RingConfig{Slots: floorSlots, SlotSize: tbSlotSize(64), Mode: ring.Lossy, CQ: tr.CQ})
 		if err != nil {
 			return 0, err

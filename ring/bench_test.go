@@ -114,9 +114,9 @@ func benchPublishFanOut(b *testing.B, wc WriterConfig) {
 		slots, n int
 	}
 	var cases []fanCase
-	// slots=4096: the subscriber's default ring (512 KiB), which the
-	// cross-process fan-out runs use too; 16384 (2 MiB each): eight of
-	// them miss the L2 on every tick.
+	// slots=4096: the subscriber package's default ring (512 KiB), which
+	// the cross-process fan-out runs use too; 16384 (2 MiB each, the
+	// CLI's default): eight of them miss the L2 on every tick.
 	for _, k := range []struct {
 		cq    string
 		slots int
