@@ -366,9 +366,9 @@ func TestRegion_ReadOnlyForPeers_GetsReadOnlyFD(t *testing.T) {
 		require.NoError(t, err)
 		return fl & unix.O_ACCMODE
 	}
-	assert.Equal(t, unix.O_RDONLY, mode(ro.(*Region).fd))
-	assert.Equal(t, unix.O_RDWR, mode(rw.(*Region).fd))
-	_, err = unix.Mmap(ro.(*Region).fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	assert.Equal(t, unix.O_RDONLY, mode(ro.(*Region).pieces[0].fd))
+	assert.Equal(t, unix.O_RDWR, mode(rw.(*Region).pieces[0].fd))
+	_, err = unix.Mmap(ro.(*Region).pieces[0].fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	assert.ErrorIs(t, err, unix.EACCES, "a peer cannot map a read-only region writable")
 }
 
@@ -424,7 +424,7 @@ func TestRegisterMemory_SizeSealed(t *testing.T) {
 	d := openTestDevice(t, Config{})
 	mr, err := d.RegisterMemory(4096, rdma.AccessRemote)
 	require.NoError(t, err)
-	fd := mr.(*Region).fd
+	fd := mr.(*Region).pieces[0].fd
 	assert.Error(t, unix.Ftruncate(fd, 0), "nobody can shrink a region's memfd")
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	require.NoError(t, err)
