@@ -13,6 +13,8 @@ import (
 var prov = rdmatest.Provider{
 	Name: rdma.ProviderShm,
 	Open: func() (rdma.Device, error) { return shm.Open(shm.Config{}) },
+	// A peer that keeps and maps every memfd it is sent.
+	Hostile: shm.HostilePeer,
 }
 
 func TestMain(m *testing.M) {
