@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"os"
 	"sync/atomic"
 	"unsafe"
 )
@@ -38,6 +39,11 @@ const (
 
 	// CreditCellSize is one reliable subscriber's credit cell at a writer.
 	CreditCellSize = LineSize
+
+	// MaxCreditCells bounds a writer's credit cells (WriterConfig.MaxTargets):
+	// each is a page and a memfd of its own on shm, mapped once in every
+	// process it is granted to.
+	MaxCreditCells = 4096
 
 	regionMagicHome = 0x4d484254 // "TBHM"
 	regionMagicRing = 0x47524254 // "TBRG"
@@ -80,6 +86,13 @@ type slotHeader struct {
 	Publisher uint32 // WriterConfig.PublisherID
 	Check     uint32 // headerCheck(seq, fields): catches garbage and torn headers
 }
+
+// CreditCellStride is the distance between a writer's credit cells: a
+// page, so that each cell is a grant unit of its own (rdma.MemoryConfig)
+// and a subscriber's credit QP, granted its own cell, is handed memory of
+// that cell only (64 cells, the default: 256 KiB with 4 KiB pages; at most
+// MaxCreditCells: 16 MiB). The rest of each page is unused.
+var CreditCellStride = os.Getpagesize()
 
 // creditCell is one reliable subscriber's consumed position at a writer:
 // the subscriber's reader WRITEs it through its QP; the writer loads it.
