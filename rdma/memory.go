@@ -36,17 +36,8 @@ type Memory struct{ m *shmem.Mapping }
 // AllocMemory allocates size bytes (rounded up to whole pages) as cfg
 // says.
 func AllocMemory(name string, size int, cfg MemoryConfig) (*Memory, error) {
-	ps := os.Getpagesize()
-	switch {
-	case size <= 0:
-		return nil, fmt.Errorf("%w: memory size %d, want > 0", ErrInvalidConfig, size)
-	case cfg.GrantUnit < 0 || cfg.GrantUnit%ps != 0:
-		return nil, fmt.Errorf("%w: GrantUnit %d, want 0 or a multiple of the page size %d", ErrInvalidConfig, cfg.GrantUnit, ps)
-	case cfg.GrantUnits < 0 || (cfg.GrantUnit == 0) != (cfg.GrantUnits == 0):
-		return nil, fmt.Errorf("%w: GrantUnits %d with GrantUnit %d, want both 0 or both positive", ErrInvalidConfig, cfg.GrantUnits, cfg.GrantUnit)
-	case cfg.GrantUnit > 0 && units(size, ps, cfg) > maxGrantUnits:
-		return nil, fmt.Errorf("%w: %d bytes in GrantUnits %d of GrantUnit %d: %d units, want at most %d",
-			ErrInvalidConfig, size, cfg.GrantUnits, cfg.GrantUnit, units(size, ps, cfg), maxGrantUnits)
+	if err := cfg.Validate(size); err != nil {
+		return nil, err
 	}
 	var m *shmem.Mapping
 	var err error
@@ -59,6 +50,47 @@ func AllocMemory(name string, size int, cfg MemoryConfig) (*Memory, error) {
 		return nil, fmt.Errorf("rdma: allocate %d bytes: %w", size, err)
 	}
 	return &Memory{m: m}, nil
+}
+
+// Validate checks cfg for memory of size bytes.
+func (cfg MemoryConfig) Validate(size int) error {
+	ps := os.Getpagesize()
+	switch {
+	case size <= 0:
+		return fmt.Errorf("%w: memory size %d, want > 0", ErrInvalidConfig, size)
+	case cfg.GrantUnit < 0 || cfg.GrantUnit%ps != 0:
+		return fmt.Errorf("%w: GrantUnit %d, want 0 or a multiple of the page size %d", ErrInvalidConfig, cfg.GrantUnit, ps)
+	case cfg.GrantUnits < 0 || (cfg.GrantUnit == 0) != (cfg.GrantUnits == 0):
+		return fmt.Errorf("%w: GrantUnits %d with GrantUnit %d, want both 0 or both positive", ErrInvalidConfig, cfg.GrantUnits, cfg.GrantUnit)
+	case cfg.GrantUnit > 0 && units(size, ps, cfg) > maxGrantUnits:
+		return fmt.Errorf("%w: %d bytes in GrantUnits %d of GrantUnit %d: %d units, want at most %d",
+			ErrInvalidConfig, size, cfg.GrantUnits, cfg.GrantUnit, units(size, ps, cfg), maxGrantUnits)
+	}
+	return nil
+}
+
+// UnitRegisterer is implemented by devices that allocate memory in grant
+// units themselves (shm); see RegisterMemory.
+type UnitRegisterer interface {
+	// RegisterMemoryUnits is Device.RegisterMemory of memory backed as cfg
+	// says (cfg valid for size).
+	RegisterMemoryUnits(size int, access Access, cfg MemoryConfig) (MemoryRegion, error)
+}
+
+// RegisterMemory is dev.RegisterMemory(size, access) of memory backed in
+// grant units as cfg says, on a device that backs memory for its peers to
+// map (UnitRegisterer: shm); other devices (tcp, verbs: their grants are
+// exact without units) register it as one. The region owns its memory, as
+// any RegisterMemory region does. Registering the same memory on another
+// device (Device.Register) shares its units.
+func RegisterMemory(dev Device, size int, access Access, cfg MemoryConfig) (MemoryRegion, error) {
+	if err := cfg.Validate(size); err != nil {
+		return nil, err
+	}
+	if u, ok := dev.(UnitRegisterer); ok && cfg.GrantUnit > 0 {
+		return u.RegisterMemoryUnits(size, access, cfg)
+	}
+	return dev.RegisterMemory(size, access)
 }
 
 // units is how many units AllocMemory makes of size bytes.

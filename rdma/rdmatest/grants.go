@@ -297,7 +297,8 @@ func testGrantRange(t *testing.T, p Provider) {
 	})
 }
 
-// A region of memory allocated in grant units (rdma.AllocMemory), granted
+// A region of memory in grant units (rdma.AllocMemory and Register, or
+// rdma.RegisterMemory), granted
 // in part: the peer reaches the granted range (and, mapping directly, no
 // more of it), and a hostile peer that ignores its grants holds no file of
 // any unit the range does not cover, nor a writable one of a read-only
@@ -309,14 +310,31 @@ func testGrantUnits(t *testing.T, p Provider) {
 		t.Skipf("%s cannot confine a queue pair (Caps.GrantPerQP false)", p.Name)
 	}
 	ps := os.Getpagesize()
+	const units = 4
+	cfg := rdma.MemoryConfig{GrantUnit: ps, GrantUnits: units}
+	t.Run("AllocMemory", func(t *testing.T) {
+		mem, err := rdma.AllocMemory("rdmatest-units", units*ps, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = mem.Close() })
+		r, err := devB.Register(mem.Bytes(), rdma.AccessLocalWrite|rdma.AccessRemote)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.Close() })
+		testGrantUnitsOf(t, p, devA, devB, r)
+	})
+	t.Run("RegisterMemory", func(t *testing.T) {
+		r, err := rdma.RegisterMemory(devB, units*ps, rdma.AccessLocalWrite|rdma.AccessRemote, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.Close() })
+		testGrantUnitsOf(t, p, devA, devB, r)
+	})
+}
+
+// testGrantUnitsOf is testGrantUnits of r, a region of devB of 4 pages in
+// units of a page.
+func testGrantUnitsOf(t *testing.T, p Provider, devA, devB rdma.Device, r rdma.MemoryRegion) {
+	ps := os.Getpagesize()
 	const units, granted = 4, 2
 	off, n := granted*ps+1024, 64
-	mem, err := rdma.AllocMemory("rdmatest-units", units*ps, rdma.MemoryConfig{GrantUnit: ps, GrantUnits: units})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = mem.Close() })
-	r, err := devB.Register(mem.Bytes(), rdma.AccessLocalWrite|rdma.AccessRemote)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = r.Close() })
 	fillRandom(t, r.Bytes())
 	tag := func(page int) []byte { return r.Bytes()[page*ps : page*ps+16] }
 
@@ -376,7 +394,7 @@ func testGrantUnits(t *testing.T, p Provider) {
 		assert.Equal(t, before[hi:], r.Bytes()[hi:], "after the range")
 
 		x := newPair(t, p, pairOpts{})
-		mr, err := x.devB.Register(mem.Bytes()[ps/2:], rdma.AccessLocalWrite|rdma.AccessRemote)
+		mr, err := x.devB.Register(r.Bytes()[ps/2:], rdma.AccessLocalWrite|rdma.AccessRemote)
 		require.NoError(t, err, "register an unaligned part of the units on another device")
 		t.Cleanup(func() { _ = mr.Close() })
 		xl, err := x.devA.RegisterMemory(units*ps, rdma.AccessLocalWrite)
@@ -385,7 +403,7 @@ func testGrantUnits(t *testing.T, p Provider) {
 		n := len(mr.Bytes())
 		all := rdma.WorkRequest{ID: 2, Op: rdma.OpWrite, Local: rdma.LocalSGE(xl, 0, n), Remote: remote(mr, 0)}
 		require.Equal(t, rdma.StatusSuccess, do(t, x.a, x.cqA, all).Status, "an unconfined peer's WRITE of every unit")
-		assert.Equal(t, xl.Bytes()[:n], mem.Bytes()[ps/2:])
+		assert.Equal(t, xl.Bytes()[:n], r.Bytes()[ps/2:])
 	})
 	t.Run("Hostile", func(t *testing.T) {
 		if p.Hostile == nil {

@@ -66,6 +66,38 @@ func (d *Device) RegisterMemory(size int, access rdma.Access) (rdma.MemoryRegion
 	return r, nil
 }
 
+var _ rdma.UnitRegisterer = (*Device)(nil)
+
+// RegisterMemoryUnits is RegisterMemory of memory in grant units
+// (rdma.MemoryConfig): one memfd per unit, so that a peer granted a range
+// is sent the memfds of the units it covers only.
+func (d *Device) RegisterMemoryUnits(size int, access rdma.Access, cfg rdma.MemoryConfig) (rdma.MemoryRegion, error) {
+	if err := d.errIfClosed(); err != nil {
+		return nil, err
+	}
+	if size <= 0 || size > maxRegion {
+		return nil, fmt.Errorf("%w: shm region size %d, want 1..%d", rdma.ErrInvalidConfig, size, maxRegion)
+	}
+	if access&^validAccess != 0 {
+		return nil, fmt.Errorf("%w: shm access %#x", rdma.ErrInvalidConfig, uint32(access))
+	}
+	if err := cfg.Validate(size); err != nil {
+		return nil, err
+	}
+	if cfg.GrantUnit == 0 {
+		return d.RegisterMemory(size, access)
+	}
+	m, err := shmem.AllocUnits("shm-region", size, cfg.GrantUnit, cfg.GrantUnits)
+	if err != nil {
+		return nil, fmt.Errorf("shm: register %d bytes: %w", size, err)
+	}
+	r, err := d.register(m.Bytes()[:size], m, m, 0, access)
+	if err != nil {
+		return nil, errors.Join(err, m.Close())
+	}
+	return r, nil
+}
+
 // Register registers memory that a tickbus device of this process allocated
 // (any page-aligned or unaligned part of it), so the same memory can be
 // reached through several providers. Close the Region before the memory's
