@@ -22,8 +22,11 @@
 //	      | solo u64: a solo writer's next |         | pad to 128                     |
 //	      | (0: none; solo.go), pad to 128 |         |                                |
 //	+256  +--------------------------------+   +256  +--------------------------------+
-//	      | journal slot[0 .. J-1]         |         | slot[0 .. N-1]                 |
-//	      +--------------------------------+         +--------------------------------+
+//	      | unused to 64 KiB (the counter's|         | slot[0 .. N-1]                 |
+//	      | grant unit ends here)          |         +--------------------------------+
+//	+64Ki +--------------------------------+
+//	      | journal slot[0 .. J-1]         |
+//	      +--------------------------------+
 //
 //	slot (slot size bytes, a multiple of 64)     credit region (a writer's), one cell per
 //	+0   stamp      u64  == seq, written LAST     reliable target, CreditCellSize each,

@@ -40,6 +40,14 @@ const (
 	// CreditCellSize is one reliable subscriber's credit cell at a writer.
 	CreditCellSize = LineSize
 
+	// HomeJournalOffset is where a home's journal starts: everything before
+	// it (the header, the counter and the solo word, padding) is one grant
+	// unit (rdma.MemoryConfig), so the fence grant of the counter word
+	// hands its peer that unit only, not the journal. 64 KiB: a multiple of
+	// every page size tickbus runs with, and the same on every host (the
+	// offset is not in HomeDesc).
+	HomeJournalOffset = 64 << 10
+
 	// MaxCreditCells bounds a writer's credit cells (WriterConfig.MaxTargets):
 	// each is a page and a memfd of its own on shm, mapped once in every
 	// process it is granted to.
@@ -104,8 +112,9 @@ type creditCell struct {
 // Offsets into a region.
 const (
 	offHeader  = 0
-	offHot     = LineSize // counter (home) or head (ring)
-	offSlots   = RegionHeaderSize
+	offHot     = LineSize          // counter (home) or head (ring)
+	offSlots   = RegionHeaderSize  // ring slots
+	offJournal = HomeJournalOffset // home journal slots
 	offStamp   = 0
 	offBody    = 8 // first byte after the stamp: the rest of the header, then payload
 	offPayload = SlotHeaderSize
@@ -141,8 +150,13 @@ const (
 	FlagsUser uint16 = 0xff00
 )
 
-// regionSize is the byte size of a region of slots slots of slotSize bytes.
+// regionSize is the byte size of a ring region of slots slots of slotSize
+// bytes.
 func regionSize(slots, slotSize int) int { return RegionHeaderSize + slots*slotSize }
+
+// homeSize is the byte size of a home region whose journal has slots slots
+// of slotSize bytes.
+func homeSize(slots, slotSize int) int { return HomeJournalOffset + slots*slotSize }
 
 func isPow2(n uint64) bool { return n != 0 && n&(n-1) == 0 }
 

@@ -355,7 +355,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	}
 	if cfg.Home.JournalSlots > 0 {
 		w.journal = &target{id: ^uint64(0), qp: cfg.HomeQP, cq: cfg.CQ, qpn: w.homeQPN, rkey: cfg.Home.Region.RKey,
-			lkey: regs.staging.LKey(), base: cfg.Home.Region.Addr + offSlots, mask: uint64(cfg.Home.JournalSlots - 1),
+			lkey: regs.staging.LKey(), base: cfg.Home.Region.Addr + offJournal, mask: uint64(cfg.Home.JournalSlots - 1),
 			slotSize: uint64(cfg.Home.SlotSize), slots: uint64(cfg.Home.JournalSlots), lossy: true, journal: true}
 		w.journal.bp, _ = cfg.HomeQP.(rdma.BatchPoster)
 	}
