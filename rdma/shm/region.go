@@ -18,7 +18,6 @@ type piece struct {
 	fd      int // our own dup of the memfd, sent to peers
 	off, n  uint64
 	fileOff uint64
-	fileLen uint64 // the memfd's size
 }
 
 // Region is registered memory of a Device. It implements rdma.MemoryRegion.
@@ -138,7 +137,7 @@ func (d *Device) register(mem []byte, owned, m *shmem.Mapping, off int, access r
 			closeAll()
 			return nil, err
 		}
-		pieces = append(pieces, piece{fd: dup, off: uint64(lo - off), n: uint64(hi - lo), fileOff: uint64(lo - p.Off), fileLen: uint64(p.Len)})
+		pieces = append(pieces, piece{fd: dup, off: uint64(lo - off), n: uint64(hi - lo), fileOff: uint64(lo - p.Off)})
 	}
 	r := &Region{
 		dev:    d,
