@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
+	"github.com/tickbus/tickbus/internal/shmem"
 	"github.com/tickbus/tickbus/rdma"
 )
 
@@ -108,5 +110,65 @@ func FuzzDecodeFrame(f *testing.F) {
 		if fr.typ == frameWelcome {
 			assert.GreaterOrEqual(t, fr.qSize, uint64(queueBytes(int(fr.qCap), int(fr.qMaxSend))))
 		}
+	})
+}
+
+// FuzzRegionSpans: the geometry of a region a peer sends (its regionAdd and
+// the sizes of the memfds that come with it) decides what we map. Whatever
+// regionSpans accepts maps each memfd inside its file, the spans back to
+// back, and holds the region's bytes: byte 0 at delta, length bytes in all.
+func FuzzRegionSpans(f *testing.F) {
+	ps := pageSize
+	f.Add(uint64(0), uint64(ps), uint8(1), uint8(1), uint8(1), uint64(0), uint64(0))
+	f.Add(uint64(0xf00), uint64(3*ps), uint8(2), uint8(1), uint8(2), uint64(ps), uint64(ps))
+	f.Add(uint64(ps+8), uint64(ps), uint8(3), uint8(1), uint8(1), uint64(ps), uint64(8))
+	f.Fuzz(func(t *testing.T, fileOff, length uint64, p0, p1, p2 uint8, len1, len2 uint64) {
+		sizes := []uint8{p0 % 4, p1 % 4, p2 % 4}
+		n := 1 + int(sizes[0]%3)
+		var fds []int
+		defer func() {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}()
+		fsize := make([]uint64, n)
+		for i := range n {
+			m, err := shmem.Alloc("fuzz", int(uint64(1+sizes[i%3])*ps))
+			require.NoError(t, err)
+			fd, err := unix.Dup(m.Fd())
+			require.NoError(t, err)
+			require.NoError(t, m.Close())
+			fds = append(fds, fd)
+			fsize[i] = uint64(1+sizes[i%3]) * ps
+		}
+		lens := []uint64{0, len1, len2}[:n]
+		var rest uint64
+		for _, l := range lens[1:] {
+			if l == 0 || l >= length-rest || rest+l < rest {
+				return // recvRegion refuses these before regionSpans
+			}
+			rest += l
+		}
+		if length == 0 || length <= rest {
+			return
+		}
+		lens[0] = length - rest
+		fr := frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, addr: 0x7f0000000000 + fileOff%ps, length: length, fileOff: fileOff, units: uint32(n)}
+		spans, _, mlen, delta, err := regionSpans(fr, fds, lens)
+		if err != nil {
+			return
+		}
+		var at uint64
+		for i, s := range spans {
+			assert.Equal(t, at, s.at, "span %d follows the last", i)
+			assert.Zero(t, s.from%ps)
+			assert.Zero(t, s.to%ps)
+			assert.Less(t, s.from, s.to)
+			assert.LessOrEqual(t, s.to, fsize[i], "span %d inside its file", i)
+			at = s.at + s.to - s.from
+		}
+		assert.Equal(t, at, mlen)
+		assert.Equal(t, fileOff%ps, delta)
+		assert.LessOrEqual(t, delta+length, mlen, "the region fits the mapping")
 	})
 }
