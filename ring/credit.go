@@ -89,7 +89,7 @@ func (r *Reader) RemoveCredit(publisherID uint32) error {
 // cell d is, as AddTarget returned it), write access to that one cell and
 // nothing else of the writer's memory: a reliable subscriber's credit QP
 // (confined, granted before it connects) cannot touch another subscriber's
-// cell. Each cell is a grant unit of its own (CreditCellStride), so on shm
+// cell. Each cell is a grant unit of its own (creditStride), so on shm
 // the peer is handed only its own cell's page, and cannot map another's
 // even if it tries. It returns the CreditDesc to hand the subscriber: the cell as the
 // grant names it (on verbs a memory window's rkey). On a device that cannot
@@ -111,7 +111,7 @@ func (w *Writer) GrantCredit(qp rdma.QueuePair, dev rdma.Device, d CreditDesc) (
 	}
 	base := regs.credits.Remote()
 	off := d.Cell.Addr - base.Addr
-	stride := uint64(CreditCellStride)
+	stride := uint64(creditStride)
 	if d.Cell.RKey != base.RKey || d.Cell.Addr < base.Addr || off%stride != 0 || off >= base.Len {
 		return CreditDesc{}, fmt.Errorf("%w: credit cell at %#x rkey %#x is not one of this writer's on %s", ErrNoTarget, d.Cell.Addr, d.Cell.RKey, dev.Provider())
 	}

@@ -151,5 +151,5 @@ func TestWriter_GrantCredit_ShmPeerHoldsItsOwnCellPageOnly(t *testing.T) {
 		}
 	}
 	assert.True(t, own, "the peer holds its own cell")
-	assert.Equal(t, CreditCellStride, total, "the peer holds one page: its own cell's")
+	assert.Equal(t, creditStride, total, "the peer holds one page: its own cell's")
 }

@@ -30,7 +30,7 @@
 //
 //	slot (slot size bytes, a multiple of 64)     credit region (a writer's), one cell per
 //	+0   stamp      u64  == seq, written LAST     reliable target, CreditCellSize each,
-//	+8   publish ns i64                           CreditCellStride (a page) apart:
+//	+8   publish ns i64                           creditStride (a page) apart:
 //	+16  len        u32  payload bytes           +0   next u64: the subscriber delivered
 //	+20  type       u16  application's                 every sequence below next
 //	+22  flags      u16  FlagSkip | user bits          (written by its reader via RDMA)

@@ -95,12 +95,12 @@ type slotHeader struct {
 	Check     uint32 // headerCheck(seq, fields): catches garbage and torn headers
 }
 
-// CreditCellStride is the distance between a writer's credit cells: a
+// creditStride is the distance between a writer's credit cells: a
 // page, so that each cell is a grant unit of its own (rdma.MemoryConfig)
 // and a subscriber's credit QP, granted its own cell, is handed memory of
 // that cell only (64 cells, the default: 256 KiB with 4 KiB pages; at most
 // MaxCreditCells: 16 MiB). The rest of each page is unused.
-var CreditCellStride = os.Getpagesize()
+var creditStride = os.Getpagesize()
 
 // creditCell is one reliable subscriber's consumed position at a writer:
 // the subscriber's reader WRITEs it through its QP; the writer loads it.

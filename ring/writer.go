@@ -78,7 +78,7 @@ type WriterConfig struct {
 	// most half the QPs' send depth. Default 16.
 	SignalEvery int
 	// MaxTargets bounds the reliable targets (credit cells), 1..MaxCreditCells.
-	// Each cell is a page of its own (see CreditCellStride). Default 64.
+	// Each cell is a page of its own (a grant unit: see ring/doc.go). Default 64.
 	MaxTargets int
 	// Timeout bounds every wait: a claim's completion (ErrTimeout), room at
 	// reliable subscribers (ErrBackPressure), a full send queue. Default 1s.
@@ -386,8 +386,8 @@ func (w *Writer) registerOn(dev rdma.Device) (*devRegs, error) {
 		// The cells, each a page of its own, backed as a grant unit of
 		// its own, so the credit QP granted one cell can map no other
 		// (rdma.MemoryConfig): registered alike on every device.
-		if w.cells, err = rdma.AllocMemory("credit-cells", w.maxTargets()*CreditCellStride,
-			rdma.MemoryConfig{GrantUnit: CreditCellStride, GrantUnits: w.maxTargets()}); err != nil {
+		if w.cells, err = rdma.AllocMemory("credit-cells", w.maxTargets()*creditStride,
+			rdma.MemoryConfig{GrantUnit: creditStride, GrantUnits: w.maxTargets()}); err != nil {
 			_ = r.staging.Close()
 			return nil, fmt.Errorf("ring: allocate credit cells: %w", err)
 		}
@@ -463,13 +463,13 @@ func (w *Writer) AddTarget(t Target) (CreditDesc, error) {
 		// (GrantCredit).
 		nt.cellIdx = w.cellsFree[len(w.cellsFree)-1]
 		w.cellsFree = w.cellsFree[:len(w.cellsFree)-1]
-		nt.cell = at[creditCell](w.cellsMem, nt.cellIdx*CreditCellStride)
+		nt.cell = at[creditCell](w.cellsMem, nt.cellIdx*creditStride)
 		// Before the target is published and before the subscriber learns
 		// the cell: the ring's reader starts at Start.
 		nt.cell.Next.Store(t.Ring.Start) // pairs with the writer's Load in computeLimit
 		cell := regs.credits.Remote()
 		cd = CreditDesc{PublisherID: w.pub, Epoch: w.epoch, Cell: rdma.RemoteRegion{
-			Addr: cell.Addr + uint64(nt.cellIdx*CreditCellStride), RKey: cell.RKey, Len: 8}}
+			Addr: cell.Addr + uint64(nt.cellIdx*creditStride), RKey: cell.RKey, Len: 8}}
 	}
 	nl := &targetList{all: append(append(make([]*target, 0, len(old.all)+1), old.all...), nt), reliable: old.reliable}
 	if nt.cell != nil {
