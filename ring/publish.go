@@ -445,11 +445,14 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 		return 0, ErrFenced
 	}
 	if w.soloOn {
-		if first, ok := w.soloClaim(n); ok {
+		if first, ok, err := w.soloClaim(n); ok {
+			if err != nil {
+				return 0, err // refused before it showed: nothing claimed
+			}
 			if w.pending > 0 {
 				w.reapSome()
 			}
-			return w.fenced(first, n)
+			return first, nil // claimable checked it
 		}
 	}
 	if w.faa {

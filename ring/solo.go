@@ -134,25 +134,35 @@ func (w *Writer) armSolo(solo *Home) {
 
 // soloClaim takes n sequences from the run, extending it when it is short.
 // ok false: the writer left solo mode (the home shares its counter, or the
-// counter moved under the run); claim the shared way.
-func (w *Writer) soloClaim(n uint64) (first uint64, ok bool) {
+// counter moved under the run); claim the shared way. ok true with
+// ErrFenced: the lease end or the limit refuses the claim, checked before
+// it shows, and the sequences stay in the run (no reader READing the solo
+// word takes them for claimed and names them a gap).
+func (w *Writer) soloClaim(n uint64) (first uint64, ok bool, err error) {
 	s := &w.soloHome.solo
 	c := w.cached
 	soloStore(word(s.next), c|soloBusy) // pairs with Share's Load after its membarrier
 	if s.req.Load() != 0 {              // pairs with Share's Swap
-		soloStore(word(s.next), c)
+		soloStore(word(s.next), c) // a Share waiting for the busy bit reads c: the tail from c goes back
 		w.soloOn = false
 		// Wait for Share to give the tail back: a shared claim before
 		// that would take the run's end and leave the tail a hole.
 		w.soloHome.shareWait()
+		// Share cleared the word before it finished, but the busy store
+		// above may have landed after that: once Share is done nobody
+		// else stores it, so clear it again. A stale word would tell
+		// readers (who READ it before the counter) a counter lower than
+		// the real one.
+		soloStore(word(s.next), 0)
 		w.cached = atomic.LoadUint64(w.dctr)
-		return 0, false
+		return 0, false, nil
 	}
 	if atomic.LoadUint64(w.dctr) != w.runEnd {
 		// A plain load of a line only this writer stores to, unless the
 		// counter was fenced (or claimed by someone nobody Shared it
 		// with): caught at once, as a claim would be.
-		return w.soloLost(c)
+		first, ok = w.soloLost(c)
+		return first, ok, nil
 	}
 	if c+n > w.runEnd {
 		k := max(n, soloRun)
@@ -160,14 +170,19 @@ func (w *Writer) soloClaim(n uint64) (first uint64, ok bool) {
 			k = lim - w.runEnd // a run never reaches past the limit
 		}
 		if !w.dhome.Live() || !atomic.CompareAndSwapUint64(w.dctr, w.runEnd, w.runEnd+k) {
-			return w.soloLost(c)
+			first, ok = w.soloLost(c)
+			return first, ok, nil
 		}
 		w.runEnd += k
 		soloStore(word(&s.end), w.runEnd) // before next drops soloBusy: Share reads both after
 	}
+	if !w.claimable(c, n) {
+		soloStore(word(s.next), c) // no claim shows: Share, waiting for the busy bit, gives back from c
+		return 0, true, ErrFenced
+	}
 	w.cached = c + n
 	soloStore(word(s.next), c+n) // pairs with Share's Load
-	return c, true
+	return c, true, nil
 }
 
 // soloLost leaves solo mode because the counter moved under the run:
@@ -201,10 +216,14 @@ func (h *Home) Share() {
 		return
 	}
 	membarrier.Fence() // armed implies Available
-	for s.next.Load()&soloBusy != 0 {
+	next := s.next.Load()
+	for ; next&soloBusy != 0; next = s.next.Load() {
 		runtime.Gosched() // a claim under way: a few stores, unless its goroutine was preempted
 	}
-	next, end := s.next.Load(), s.end.Load()
+	// next is the word as the loop found it free: a claim that starts
+	// after this sees req and hands nothing out (soloClaim), so reading
+	// the word again could only find its busy bit.
+	end := s.end.Load()
 	if next != 0 && next < end {
 		// shm only (armed implies the direct path): the counter's CPU
 		// atomics are the QPs' own. It fails only if the counter moved

@@ -62,6 +62,8 @@ func TestSolo_LoneHomeWriter_ClaimsFromARun_ShareGivesTheTailBack(t *testing.T) 
 	require.NoError(t, err)
 	assert.Equal(t, uint64(13), seq)
 	assert.Equal(t, uint64(14), rawCounter(tp.home), "shared claims: the counter is exact")
+	assert.Zero(t, at[hotLine](tp.home.mr.Bytes(), offHot).Solo.Load(),
+		"no solo word once shared: readers READ it before the counter, and a stale one would say the counter is lower")
 	tp.home.Share() // idempotent
 	checkEverySequenceOnce(t, r, 1, 13)
 	assert.Zero(t, tp.w.Stats().Skipped)
@@ -328,6 +330,7 @@ func TestSolo_ClaimPastTheLeaseThenFenced_OneEpochEventNoGap(t *testing.T) {
 	tp.w.SetLeaseEnd(time.Now().Add(-time.Millisecond))
 	_, err := tp.w.Publish(0, payloadFor(4, 8), 0)
 	require.ErrorIs(t, err, ErrFenced, "claimed after the lease end: not written")
+	assert.Equal(t, uint64(4), tp.home.Counter(), "the refused claim went back to the run: no reader READing the solo word takes 4 for claimed")
 	cq := newCQ(t, tp.dev, 64)
 	fq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
 	_, err = FenceCounter(tp.dev, fq, cq, tp.home.Desc(), time.Second)

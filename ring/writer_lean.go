@@ -24,9 +24,9 @@ import (
 
 // leanClaim claims n sequences on the lean path and returns the first.
 // claimed false: nothing was claimed; take the general path. claimed true:
-// err is nil, ErrFenced (claimed but not to be written, as the general
-// path's fenced) or ErrHomeFailed (nothing claimed: the home's mapping
-// died, as in directAtomic).
+// err is nil, ErrFenced (refused by the lease end or the limit, and given
+// back to the run: nothing is claimed) or ErrHomeFailed (nothing claimed:
+// the home's mapping died, as in directAtomic).
 func (w *Writer) leanClaim(tl *targetList, n uint64) (first uint64, claimed bool, err error) {
 	c := w.cached
 	if !w.soloOn || c+n > w.runEnd || c+n > w.fence.Load() || w.pending > 0 { // pairs with the Store in SetLimit
@@ -44,12 +44,15 @@ func (w *Writer) leanClaim(tl *targetList, n uint64) (first uint64, claimed bool
 		soloStore(next, c) // no claim: soloClaim decides (leave, or lost)
 		return 0, false, nil
 	}
-	w.cached = c + n
-	soloStore(next, c+n) // pairs with Share's Load
-	// claimable, inline: the lease end (a TSC read while set), the limit.
+	// claimable, inline, before the claim shows: the lease end (a TSC
+	// read while set), the limit. A refused claim goes back to the run
+	// (the word says c again), so no reader READing the word takes it
+	// for claimed and names it a gap: it is the fenced epoch's unused
+	// range, or the next claim's.
 	if e := w.lease.Load(); e != 0 { // pairs with the Store in SetLeaseEnd
 		if d := w.leaseTSC.Load(); d == 0 || rdtsc() >= d {
 			if monoNs() >= e {
+				soloStore(next, c)
 				return 0, true, ErrFenced
 			}
 			if d == 0 {
@@ -58,8 +61,11 @@ func (w *Writer) leanClaim(tl *targetList, n uint64) (first uint64, claimed bool
 		}
 	}
 	if c+n > w.fence.Load() { // pairs with the Store in SetLimit
+		soloStore(next, c)
 		return 0, true, ErrFenced
 	}
+	w.cached = c + n
+	soloStore(next, c+n) // pairs with Share's Load
 	return c, true, nil
 }
 
