@@ -26,8 +26,9 @@ import (
 //	st.next = c|soloBusy   (plain MOV)    st.req = 1                (XCHG)
 //	if st.req != 0: leave solo            membarrier: every thread of the
 //	take c..c+n-1 (extend the run by CAS)   process runs a full barrier
-//	st.next = c+n          (plain MOV)    wait until st.next has no soloBusy
-//	                                      CAS counter: st.end → st.next
+//	lease end, limit: refused → st.next = c wait until st.next has no soloBusy
+//	st.next = c+n          (plain MOV)    CAS counter: st.end → st.next
+//	                                      st.next = 0
 //
 // A writer whose load of req saw 0 has its busy store visible to Share
 // after the membarrier (Share waits for it), and one that starts later sees
