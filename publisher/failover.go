@@ -3,6 +3,7 @@ package publisher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tickbus/tickbus/bus"
@@ -37,7 +38,10 @@ func (p *Publisher) writer() *ring.Writer {
 	return p.w
 }
 
-// homeCounter is the home's counter, for the bus's reservation.
+// homeCounter is the home's counter, for the bus's reservation. A fenced
+// counter (FenceCounter: lost, or closing) is 0: reserving from its value
+// would write a reservation above ring.FenceAdd into the home record, and
+// the next epoch would start there.
 func (p *Publisher) homeCounter() uint64 {
 	p.mu.Lock()
 	h := p.home
@@ -45,7 +49,10 @@ func (p *Publisher) homeCounter() uint64 {
 	if h == nil {
 		return 0
 	}
-	return h.Counter()
+	if c := h.Counter(); c < ring.FenceAdd {
+		return c
+	}
+	return 0
 }
 
 // onHome: a new home record of the topic (bus event goroutine).
@@ -56,6 +63,8 @@ func (p *Publisher) onHome(hi bus.HomeInfo) {
 		return
 	}
 	switch {
+	case hi.Local && hi.Epoch <= p.lostEpoch:
+		// a record of our home that was lost: its writer stays fenced
 	case hi.Epoch == p.epoch && hi.Reserved > p.w.Limit():
 		p.w.SetLimit(hi.Reserved)
 	case hi.Epoch > p.epoch:
@@ -82,6 +91,9 @@ func (p *Publisher) onHomeLost(h bus.HomeInfo, err error) {
 		p.fenceHome(h.Descriptor) // before the lease can expire elsewhere
 	}
 	p.mu.Lock()
+	if h.Local {
+		p.lostEpoch = max(p.lostEpoch, h.Epoch)
+	}
 	if p.w != nil && h.Epoch == p.epoch {
 		p.w.SetLimit(0)
 	} else if p.w == nil {
@@ -179,6 +191,13 @@ func (p *Publisher) switchHome(ctx context.Context, hi bus.HomeInfo, timeout tim
 		w.SetLimit(hi.Reserved)
 	}
 	p.mu.Lock()
+	if hi.Local && hi.Epoch <= p.lostEpoch {
+		// Our home of that epoch was lost (and its counter fenced) while we
+		// connected: a writer on it could claim nothing. Look again.
+		p.mu.Unlock()
+		_, _, _ = w.Close(), qp.Close(), cq.Close()
+		return fmt.Errorf("%w: our home of epoch %d was lost while the writer connected", ring.ErrFenced, hi.Epoch)
+	}
 	oldW, oldQP, oldCQ := p.w, p.homeQP, p.cq
 	for key, t := range p.targets {
 		if p.dropped[t.id] {
