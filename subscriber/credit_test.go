@@ -28,11 +28,16 @@ func (h *countTicks) OnEvent(ring.Event)    {}
 // granted its own cell at the publisher, and not one write fails. (Since
 // queue pairs were confined, the publisher's end was granted nothing, every
 // credit write failed on its first post, and the READ fallback hid it.)
+// The lease is long: under CI's load the lease loop stalled 0.6-2 s, the
+// home gave itself up, and the new epoch's first sequence was a whole
+// reservation past the subscriber, which had to poll for its gap timeout
+// before it could make room, while the test polls only between publishes:
+// a failover, not this test. A publish here fails only if credits do.
 func TestReliable_CreditWritesLand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	log := testLogger(t)
-	node, err := bus.Open(ctx, bus.Config{NodeID: "credit", Logger: log})
+	node, err := bus.Open(ctx, bus.Config{NodeID: "credit", LeaseTTL: 10 * time.Second, Logger: log})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
