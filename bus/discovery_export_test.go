@@ -33,7 +33,7 @@ func DiscoveryStateForTest(n *Node, topic string) string {
 // discovery message that had reached it at the previous call with the same
 // mark (heartbeatLoop's test of keeping up), and moves mark on.
 func DiscoveryBehindForTest(n *Node, mark *uint64) bool {
-	behind := n.discDone.Load() < *mark
+	behind := n.discDone.Load()+1 < *mark
 	*mark = n.discArrived()
 	return behind
 }

@@ -69,7 +69,10 @@ func (n *Node) heartbeatLoop() {
 		elapsed := now.Sub(prev)
 		stall := elapsed - n.cfg.HeartbeatInterval
 		prev = now
-		behind := n.discDone.Load() < arrived // pairs with the Add in onDiscovery
+		// behind: more than one message that had come by the last tick is
+		// unread (one may be counted twice: see discArrived)
+		done := n.discDone.Load() // pairs with the Add in onDiscovery
+		behind := done+1 < arrived
 		arrived = n.discArrived()
 		if !n.connected.Load() {
 			continue
@@ -84,7 +87,7 @@ func (n *Node) heartbeatLoop() {
 		if behind {
 			unheard = elapsed
 			if ok, held := n.limiter.allow("discovery-behind", now); ok {
-				n.log.Info().Uint64("unread", arrived-n.discDone.Load()).Int("suppressed", held).
+				n.log.Info().Uint64("unread", arrived-done).Int("suppressed", held).
 					Msg("bus: this node is behind on discovery messages; its peers' silence meanwhile is not counted")
 			}
 		}
@@ -101,8 +104,9 @@ func (n *Node) heartbeatLoop() {
 }
 
 // discArrived is how many discovery messages have reached this node's
-// client: those handled and those waiting (the one being handled is
-// counted once: nats.go counts it pending until its handler returns).
+// client: those handled and those waiting. nats.go counts the one being
+// handled as pending until just after its handler returns, so one that
+// has just been handled may be counted twice.
 func (n *Node) discArrived() uint64 {
 	pending, _, err := n.disc.Pending()
 	if err != nil || pending < 0 {
