@@ -53,7 +53,9 @@
 // messages from an older incarnation than the one known are ignored. While
 // this node's connection is down
 // ageing pauses (nobody can hear anybody), and after a reconnect every peer
-// gets a fresh timeout.
+// gets a fresh timeout. Nor does ageing count time this process did not
+// run, or time it was behind reading its discovery messages (what a peer
+// sent meanwhile may still wait unread): see heartbeatLoop.
 //
 // # Wire format
 //
