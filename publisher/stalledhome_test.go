@@ -120,18 +120,21 @@ func TestFailover_HomeStopsAnswering_PublishReturnsErrNoHomeThenGoesOn(t *testin
 	}
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
+	// the signal is delivered, not yet obeyed: wait until every thread of
+	// the home's process has stopped
+	require.Eventually(t, func() bool { return stopped(cmd.Process.Pid) }, 30*time.Second, time.Millisecond)
 	var noHome int
 	for range 3 {
 		// each publish: a claim unanswered for Timeout, then failover to
 		// the same home (whose connect is not answered either)
 		_, err := p.Publish(tick.MessageType, payload, time.Now().UnixNano())
 		if err == nil {
-			continue // answered before the stop took hold
+			continue // answered before the stop (a claim already read by the home)
 		}
 		require.ErrorIs(t, err, publisher.ErrNoHome, "a home that does not answer is retryable")
 		noHome++
 	}
-	require.NotZero(t, noHome, "publishes on a stopped home did not all succeed")
+	require.NotZero(t, noHome, "publishes on a stopped home all succeeded; writer %+v", p.Stats())
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
 	var last error
@@ -143,4 +146,26 @@ func TestFailover_HomeStopsAnswering_PublishReturnsErrNoHomeThenGoesOn(t *testin
 		return last == nil
 	}, 30*time.Second, time.Millisecond, "publishing goes on once the home answers again")
 	require.NoError(t, last)
+}
+
+// stopped reports whether every thread of process pid is stopped
+// (state T in /proc/<pid>/task/*/stat).
+func stopped(pid int) bool {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: comm may hold spaces, the state follows its ')'
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
