@@ -23,8 +23,8 @@ import (
 // (Go's scheduler slot) until sysmon takes it back, and with a reader per
 // connection every P can be held so. So Read never blocks in the kernel:
 // it tries Config.ReadSpins non-blocking reads, yielding between them, and
-// then waits on a channel for the process's one epoll goroutine (poller.go)
-// to say data arrived. Writes are blocking writes (the socket buffer
+// then arms the connection and waits on a channel for the process's one
+// epoll goroutine (poller.go) to say data arrived. Writes are blocking writes (the socket buffer
 // rarely fills).
 //
 // The fd stays owned by the net.Conn. shutdown wakes blocked readers and
@@ -80,12 +80,21 @@ func (r *rawConn) block() error {
 	return nil
 }
 
-// notify hands the reader a token; the poller calls it on every arrival.
+// notify hands the reader a token; the poller calls it when an armed
+// connection becomes readable.
 func (r *rawConn) notify() {
 	select {
 	case r.ready <- struct{}{}:
 	default:
 	}
+}
+
+// wait waits until the connection is readable or hung up (or shut down):
+// it arms the poller and waits for its token. A token left from an earlier
+// arm or a shutdown only makes the caller read once more.
+func (r *rawConn) wait() {
+	r.p.arm(r)
+	<-r.ready
 }
 
 // Read reads without ever blocking in the kernel: it tries, yields and
@@ -98,7 +107,7 @@ func (r *rawConn) Read(b []byte) (int, error) {
 				runtime.Gosched()
 				continue
 			}
-			<-r.ready // a token per arrival or hang-up since the last one
+			r.wait()
 			i = 0
 			continue
 		}
