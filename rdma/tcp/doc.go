@@ -22,9 +22,13 @@
 // connection, the owner's loopback QP included, and against CPU atomics;
 // an aligned 8-byte WRITE is one atomic store. Requests on one connection
 // are applied in order, so a payload WRITE followed by a stamp WRITE is seen
-// in that order. WRITE and SEND acknowledgements are cumulative and written
-// when the responder has no more buffered input, or after 64 of them while
-// it has (a streaming requester gets room back before its queue fills).
+// in that order. WRITE and SEND acknowledgements are cumulative: a
+// signalled one (the requester marks it in the frame) is answered when the
+// responder has no more buffered input; unsignalled ones, which nobody polls
+// for, are answered with it, after 64 of them (a streaming requester gets
+// room back before its queue fills), or when the responder is about to wait
+// for input. So a stream of single ticks, one WRITE in 16 signalled, costs
+// one ACK per 16 WRITEs, not one per segment.
 //
 // Errors follow verbs: an error completion moves the requester's QP to ERR,
 // and what is outstanding completes with StatusFlushed. A broken connection
@@ -37,7 +41,8 @@
 // socket (rawconn.go), not through Go's network poller, because pollers
 // spinning with runtime.Gosched starve the poller (it then wakes readers
 // only every 10 ms). Readers try Config.ReadSpins non-blocking reads, then
-// wait on a channel that the process's one epoll goroutine feeds (poller.go),
+// arm their connection and wait on a channel that the process's one epoll
+// goroutine feeds (poller.go; it is woken only for readers that wait),
 // so no reader blocks in the kernel holding a scheduler slot. Each connected
 // QP has a reaper and a flusher goroutine, each incoming connection a
 // responder; Close lingers up to Config.CloseLinger so that what was posted

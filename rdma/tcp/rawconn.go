@@ -36,6 +36,10 @@ type rawConn struct {
 	spins int // non-blocking reads, each followed by a yield, before waiting
 	p     *poller
 	ready chan struct{} // a token per arrival, from the poller
+	// beforeWait, if set, runs in Read just before it waits for the
+	// poller (the responder answers what it owes there). Set before the
+	// first Read, by the connection's one reader.
+	beforeWait func()
 
 	mu         sync.Mutex
 	users      int
@@ -93,6 +97,9 @@ func (r *rawConn) notify() {
 // it arms the poller and waits for its token. A token left from an earlier
 // arm or a shutdown only makes the caller read once more.
 func (r *rawConn) wait() {
+	if r.beforeWait != nil {
+		r.beforeWait()
+	}
 	r.p.arm(r)
 	<-r.ready
 }

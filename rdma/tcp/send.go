@@ -52,6 +52,9 @@ func (q *QP) postSend(wr *rdma.WorkRequest) error {
 		return nil
 	}
 	r := request{op: wr.Op, seq: pos + 1, raddr: wr.Remote.Addr, rkey: wr.Remote.RKey}
+	if e.signaled && hasPayload(wr.Op) {
+		r.flags = reqSignaled // answered as soon as the responder's input runs dry
+	}
 	inline := wr.Flags&rdma.FlagInline != 0
 	var (
 		payload []byte
