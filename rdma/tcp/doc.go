@@ -26,8 +26,8 @@
 // signalled one (the requester marks it in the frame) is answered when the
 // responder has no more buffered input; unsignalled ones, which nobody polls
 // for, are answered with it, after 64 of them (a streaming requester gets
-// room back before its queue fills), or when the responder is about to wait
-// for input. So a stream of single ticks, one WRITE in 16 signalled, costs
+// room back before its queue fills), or when no more input came for a
+// millisecond. So a stream of single ticks, one WRITE in 16 signalled, costs
 // one ACK per 16 WRITEs, not one per segment.
 //
 // Errors follow verbs: an error completion moves the requester's QP to ERR,

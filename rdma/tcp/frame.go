@@ -40,9 +40,8 @@ import (
 // reqSignaled marks a request whose completion the requester's user polls
 // for: the responder answers it as soon as its input runs dry. WRITEs and
 // SENDs without it are acknowledged in bulk: every ackEvery, with the next
-// signalled one, or when the responder is about to wait for input (so an
-// idle stream is answered within the responder's spin, long before
-// Config.AckTimeout). READs and atomics are always answered at once.
+// signalled one, or when no more input came for ackDelay (so the tail of a
+// stream that stopped is answered long before Config.AckTimeout). READs and atomics are always answered at once.
 const reqSignaled uint8 = 1
 const (
 	reqHeaderLen  = 48

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -36,10 +37,13 @@ type rawConn struct {
 	spins int // non-blocking reads, each followed by a yield, before waiting
 	p     *poller
 	ready chan struct{} // a token per arrival, from the poller
-	// beforeWait, if set, runs in Read just before it waits for the
-	// poller (the responder answers what it owes there). Set before the
-	// first Read, by the connection's one reader.
-	beforeWait func()
+	// owed and answer, if set, are the responder's (serve.go): owed
+	// reports whether it holds back acknowledgements, which answer
+	// writes if Read waits ackDelay for input with owed true. Set before
+	// the first Read, by the connection's one reader; idle is its timer.
+	owed   func() bool
+	answer func()
+	idle   *time.Timer
 
 	mu         sync.Mutex
 	users      int
@@ -95,14 +99,34 @@ func (r *rawConn) notify() {
 
 // wait waits until the connection is readable or hung up (or shut down):
 // it arms the poller and waits for its token. A token left from an earlier
-// arm or a shutdown only makes the caller read once more.
+// arm or a shutdown only makes the caller read once more. A responder that
+// holds back acknowledgements gets ackDelay for more input to come; then
+// it answers and waits on.
 func (r *rawConn) wait() {
-	if r.beforeWait != nil {
-		r.beforeWait()
-	}
 	r.p.arm(r)
+	if r.owed != nil && r.owed() {
+		if r.idle == nil {
+			r.idle = time.NewTimer(ackDelay)
+		} else {
+			r.idle.Reset(ackDelay)
+		}
+		select {
+		case <-r.ready:
+			r.idle.Stop() // no stale fire after Stop (Go 1.23 timers)
+			return
+		case <-r.idle.C:
+			r.answer()
+		}
+	}
 	<-r.ready
 }
+
+// ackDelay is how long a responder waits for more input before it answers
+// the unsignalled WRITEs and SENDs it applied (frame.go, reqSignaled): far
+// above the gap between the ticks of a live feed, which then needs no ACK
+// but the signalled ones', and far below Config.AckTimeout and CloseLinger,
+// which wait on the answer when the requester stops.
+const ackDelay = time.Millisecond
 
 // Read reads without ever blocking in the kernel: it tries, yields and
 // tries again ReadSpins times, then waits for the poller's token.

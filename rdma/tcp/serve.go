@@ -15,8 +15,8 @@ import (
 // peer's requests in order, checks each against this device's regions,
 // applies it and answers. Acknowledgements of WRITEs and SENDs are
 // cumulative and batched (frame.go, reqSignaled): written when the buffered
-// input runs out and a signalled one is owed, after ackEvery, or just
-// before the responder waits for input. Garbage, a truncated frame or a
+// input runs out and a signalled one is owed, after ackEvery, or when no
+// input came for ackDelay. Garbage, a truncated frame or a
 // broken connection ends it and moves the QP to ERR; the memory of this
 // device is only touched by whole, valid frames.
 func (q *QP) serve(c *rawConn) {
@@ -24,11 +24,12 @@ func (q *QP) serve(c *rawConn) {
 	br := bufio.NewReaderSize(c, 256<<10)
 	bw := bufio.NewWriterSize(c, 64<<10)
 	s := responder{q: q, bw: bw, max: uint32(q.dev.cfg.MaxMsgSize)}
-	// Before the reader waits for input, answer everything applied: the
+	// When no input came for ackDelay, answer everything applied: the
 	// requester's unsignalled tail, which nobody polls for, but which its
-	// send queue and its Close wait on. A write error here shows as the
+	// watchdog and its Close wait on. A write error here shows as the
 	// connection's next read error.
-	c.beforeWait = func() {
+	c.owed = func() bool { return s.ackUpto != 0 }
+	c.answer = func() {
 		if s.flushAck() == nil {
 			_ = bw.Flush()
 		}
