@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -44,6 +45,13 @@ type rawConn struct {
 	owed   func() bool
 	answer func()
 	idle   *time.Timer
+	// expect, if set, says whether an answer is due (the reaper's: a READ,
+	// an atomic or a signalled request is outstanding): Read spins only
+	// then, and otherwise waits with parked set, so that a poster whose
+	// request wants an answer kicks it (kick) back into its spin. Nil:
+	// Read spins after every input. Set before the first Read.
+	expect func() bool
+	parked atomic.Bool
 
 	mu         sync.Mutex
 	users      int
@@ -86,6 +94,14 @@ func (r *rawConn) block() error {
 	}
 	r.registered = true
 	return nil
+}
+
+// kick wakes a reader that waits with nothing due, so that it spins for
+// the answer just made due. Cheap when the reader is not parked: one load.
+func (r *rawConn) kick() {
+	if r.parked.Load() && r.parked.CompareAndSwap(true, false) {
+		r.notify()
+	}
 }
 
 // notify hands the reader a token; the poller calls it when an armed
@@ -135,10 +151,22 @@ func (r *rawConn) Read(b []byte) (int, error) {
 		n, err := recvNoWait(r.fd, b)
 		if err == unix.EAGAIN {
 			if i < r.spins {
-				runtime.Gosched()
-				continue
+				if r.expect == nil || r.expect() {
+					runtime.Gosched()
+					continue
+				}
+				// Nothing due: wait, unless a post made an answer due
+				// meanwhile (its Store of what expect loads, then its Load
+				// of parked, pair with this Store and Load).
+				r.parked.Store(true)
+				if r.expect() {
+					r.parked.Store(false)
+					runtime.Gosched()
+					continue
+				}
 			}
 			r.wait()
+			r.parked.Store(false)
 			i = 0
 			continue
 		}
