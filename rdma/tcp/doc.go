@@ -41,8 +41,7 @@
 // socket (rawconn.go), not through Go's network poller, because pollers
 // spinning with runtime.Gosched starve the poller (it then wakes readers
 // only every 10 ms). Readers try Config.ReadSpins non-blocking reads, then
-// arm their connection and wait on a channel that the process's one epoll
-// goroutine feeds (poller.go; it is woken only for readers that wait),
+// wait on a channel that the process's one epoll goroutine feeds (poller.go),
 // so no reader blocks in the kernel holding a scheduler slot. Each connected
 // QP has a reaper and a flusher goroutine, each incoming connection a
 // responder; Close lingers up to Config.CloseLinger so that what was posted

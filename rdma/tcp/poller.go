@@ -16,16 +16,8 @@ import (
 // read(2) (which keeps a P until sysmon takes it back, milliseconds later
 // when sysmon is idle). At most one P is ever held by a blocked reader.
 //
-// Connections are registered one-shot and level-triggered: a reader arms
-// its connection (arm) only when it is about to wait, and the first
-// readiness after that (data, or a hang-up) sends it a token on a channel
-// of one and disarms the connection again. A reader that is busy, or
-// spinning on non-blocking reads, costs the poller nothing: it is not woken
-// for every arrival, as it was when connections were registered
-// edge-triggered for good (a thread wake-up and a goroutine hand-off per
-// segment, on both ends of every stream). Level-triggered, arming after
-// data already arrived fires at once, so no arrival is missed between a
-// reader's last empty read and its wait.
+// Connections are registered edge-triggered: every arrival of data (or a
+// hang-up) sends the connection's reader a token on a channel of one.
 type poller struct {
 	epfd   int
 	wakefd int // eventfd: Close writes it to stop the loop
@@ -128,32 +120,16 @@ func (p *poller) loop() {
 	}
 }
 
-// pollEvents is a connection's registration: one-shot, level-triggered.
-const pollEvents = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT
-
-// add registers c, disarmed: nothing notifies c until it calls arm.
+// add registers c; from now on data arriving on it notifies c.
 func (p *poller) add(c *rawConn) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	// Added armed, the registration fires once at most, for data that
-	// arrived before the reader's first read: a spare token, harmless.
-	ev := unix.EpollEvent{Events: pollEvents, Fd: int32(c.fd)}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(c.fd)}
 	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
 		return fmt.Errorf("tcp: epoll_ctl add: %w", err)
 	}
 	p.conns[int32(c.fd)] = c
 	return nil
-}
-
-// arm asks for one token when c is readable (or hung up), at once if it is
-// now. Called by c's reader before it waits; its fd is open (a user holds
-// it). An error means the registration is gone (unexpected): c gets a
-// token anyway, so its reader polls instead of waiting for good.
-func (p *poller) arm(c *rawConn) {
-	ev := unix.EpollEvent{Events: pollEvents, Fd: int32(c.fd)}
-	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev); err != nil {
-		c.notify()
-	}
 }
 
 // remove deregisters c; call it before its fd is closed.

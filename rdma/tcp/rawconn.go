@@ -25,8 +25,8 @@ import (
 // (Go's scheduler slot) until sysmon takes it back, and with a reader per
 // connection every P can be held so. So Read never blocks in the kernel:
 // it tries Config.ReadSpins non-blocking reads, yielding between them, and
-// then arms the connection and waits on a channel for the process's one
-// epoll goroutine (poller.go) to say data arrived. Writes are blocking writes (the socket buffer
+// then waits on a channel for the process's one epoll goroutine (poller.go)
+// to say data arrived. Writes are blocking writes (the socket buffer
 // rarely fills).
 //
 // The fd stays owned by the net.Conn. shutdown wakes blocked readers and
@@ -104,8 +104,7 @@ func (r *rawConn) kick() {
 	}
 }
 
-// notify hands the reader a token; the poller calls it when an armed
-// connection becomes readable.
+// notify hands the reader a token; the poller calls it on every arrival.
 func (r *rawConn) notify() {
 	select {
 	case r.ready <- struct{}{}:
@@ -113,13 +112,12 @@ func (r *rawConn) notify() {
 	}
 }
 
-// wait waits until the connection is readable or hung up (or shut down):
-// it arms the poller and waits for its token. A token left from an earlier
-// arm or a shutdown only makes the caller read once more. A responder that
+// wait waits for the poller's next token: an arrival or a hang-up since the
+// last token (or a shutdown, or a kick). A token for data already read only
+// makes the caller read once more. A responder that
 // holds back acknowledgements gets ackDelay for more input to come; then
 // it answers and waits on.
 func (r *rawConn) wait() {
-	r.p.arm(r)
 	if r.owed != nil && r.owed() {
 		if r.idle == nil {
 			r.idle = time.NewTimer(ackDelay)
