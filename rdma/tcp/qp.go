@@ -49,16 +49,11 @@ type QP struct {
 	_        [56]byte
 	retired  atomic.Uint64
 	_        [56]byte
-	// wantAnswer is one past the last posted request that is answered at
-	// once (a READ, an atomic, a signalled WRITE or SEND): stored by the
-	// poster, loaded by the reaper, which spins for answers only below it.
-	wantAnswer atomic.Uint64
-	sq         []sqEntry
-	sqMask     uint64
-	sqDepth    uint64
-	postBusy   atomic.Bool
-	kick       bool       // the poster's: a request that wants an answer awaits its publish
-	cmu        sync.Mutex // one consumer of sq at a time: the reaper or a drainer
+	sq       []sqEntry
+	sqMask   uint64
+	sqDepth  uint64
+	postBusy atomic.Bool
+	cmu      sync.Mutex // one consumer of sq at a time: the reaper or a drainer
 	// compRing holds the post index of every send completion queued and not
 	// yet polled, in push order: written under cmu, read by the poller.
 	compRing []uint64

@@ -6,7 +6,6 @@ import (
 	"net"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -45,13 +44,6 @@ type rawConn struct {
 	owed   func() bool
 	answer func()
 	idle   *time.Timer
-	// expect, if set, says whether an answer is due (the reaper's: a READ,
-	// an atomic or a signalled request is outstanding): Read spins only
-	// then, and otherwise waits with parked set, so that a poster whose
-	// request wants an answer kicks it (kick) back into its spin. Nil:
-	// Read spins after every input. Set before the first Read.
-	expect func() bool
-	parked atomic.Bool
 
 	mu         sync.Mutex
 	users      int
@@ -96,14 +88,6 @@ func (r *rawConn) block() error {
 	return nil
 }
 
-// kick wakes a reader that waits with nothing due, so that it spins for
-// the answer just made due. Cheap when the reader is not parked: one load.
-func (r *rawConn) kick() {
-	if r.parked.Load() && r.parked.CompareAndSwap(true, false) {
-		r.notify()
-	}
-}
-
 // notify hands the reader a token; the poller calls it on every arrival.
 func (r *rawConn) notify() {
 	select {
@@ -113,7 +97,7 @@ func (r *rawConn) notify() {
 }
 
 // wait waits for the poller's next token: an arrival or a hang-up since the
-// last token (or a shutdown, or a kick). A token for data already read only
+// last token (or a shutdown). A token for data already read only
 // makes the caller read once more. A responder that
 // holds back acknowledgements gets ackDelay for more input to come; then
 // it answers and waits on.
@@ -149,22 +133,10 @@ func (r *rawConn) Read(b []byte) (int, error) {
 		n, err := recvNoWait(r.fd, b)
 		if err == unix.EAGAIN {
 			if i < r.spins {
-				if r.expect == nil || r.expect() {
-					runtime.Gosched()
-					continue
-				}
-				// Nothing due: wait, unless a post made an answer due
-				// meanwhile (its Store of what expect loads, then its Load
-				// of parked, pair with this Store and Load).
-				r.parked.Store(true)
-				if r.expect() {
-					r.parked.Store(false)
-					runtime.Gosched()
-					continue
-				}
+				runtime.Gosched()
+				continue
 			}
 			r.wait()
-			r.parked.Store(false)
 			i = 0
 			continue
 		}

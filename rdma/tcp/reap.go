@@ -18,11 +18,6 @@ func (q *QP) reap(c *rawConn) {
 	defer q.workers.Done()
 	defer close(q.reapDone)
 	defer c.release()
-	// Spin for an answer only while one is due: unsignalled WRITEs are
-	// answered in bulk, late, and a reaper spinning for them is one more
-	// busy goroutine on the user's cores. A post that makes one due kicks
-	// a waiting reaper back into its spin.
-	c.expect = func() bool { return q.wantAnswer.Load() > q.consumed.Load() }
 	br := bufio.NewReaderSize(c, 64<<10)
 	var hdr [respHeaderLen]byte
 	var err error

@@ -59,14 +59,9 @@ func (q *QP) PostSendBatch(wrs []rdma.WorkRequest) (int, error) {
 	return n, err
 }
 
-// publish hands what postSend queued to the flusher, and kicks a waiting
-// reaper if a request that wants an answer is among it.
+// publish hands what postSend queued to the flusher.
 func (q *QP) publish() {
 	q.tx.publish()
-	if q.kick {
-		q.kick = false
-		q.out.kick() // after the wantAnswer Store: pairs with Read's parked Store
-	}
 	if rdma.QPState(q.state.Load()) == rdma.QPError || q.stopped.Load() {
 		// fail or Close ran meanwhile and may have drained before our
 		// Stores; drain again so no request is lost. (A Close still
@@ -196,10 +191,6 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished bool) (queued bool, err 
 		src.release()
 	}
 	q.sq[pos&q.sqMask] = e
-	if e.signaled || !hasPayload(wr.Op) {
-		q.wantAnswer.Store(pos + 1) // pairs with the reaper's Load in expect
-		q.kick = true
-	}
 	q.posted.Store(pos + 1) // pairs with the Loads in reap and drain
 	return true, nil
 }
