@@ -107,10 +107,11 @@ type Authorization struct {
 	Subscribe map[string][]string `yaml:"subscribe"`
 }
 
-// MaxRingBytes is the largest ring (ring.slots x ring.slot_size) a
-// configuration may ask for: a ring is pre-touched at start, so a larger one
-// would stall the host. A ring over half of the host's physical memory is
-// refused too.
+// MaxRingBytes is the largest ring (ring.slots x ring.slot_size) and
+// journal (ring.journal x ring.slot_size) a configuration may ask for: both
+// are pre-touched at start, so a larger one would stall the host. One over
+// half of the host's physical memory is refused too. (ring.MaxRegionBytes
+// bounds them the same way for programs.)
 const MaxRingBytes = 4 << 30
 
 // Ring configures a subscriber's ring.
@@ -145,6 +146,11 @@ type Pub struct {
 	// publishing; 0 publishes at once.
 	Wait            time.Duration `yaml:"wait"`
 	WaitSubscribers int           `yaml:"wait_subscribers"`
+	// Timeout bounds each wait of a publish: the home's answer to a claim
+	// (over tcp, a round trip to another process), room at reliable
+	// subscribers; 0 is the publisher's default (1 s). A claim that times
+	// out makes the publisher fail over (or reconnect to the same home).
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // Feed says what `tickbus pub` publishes: the synthetic random walk (pub
@@ -429,6 +435,13 @@ func (r *Ring) validate() error {
 		return bad("ring.slots", r.Slots, fmt.Sprintf("ring.slots x ring.slot_size (%d x %d = %s) at most half of this host's %s of memory",
 			r.Slots, r.SlotSize, bytesText(size), bytesText(mem)))
 	}
+	if size := uint64(r.Journal) * uint64(r.SlotSize); size > MaxRingBytes {
+		return bad("ring.journal", r.Journal, fmt.Sprintf("ring.journal x ring.slot_size (%d x %d = %s) at most %s, the documented maximum (the home pre-touches its journal)",
+			r.Journal, r.SlotSize, bytesText(size), bytesText(MaxRingBytes)))
+	} else if mem := physicalMemory(); mem > 0 && size > mem/2 {
+		return bad("ring.journal", r.Journal, fmt.Sprintf("ring.journal x ring.slot_size (%d x %d = %s) at most half of this host's %s of memory",
+			r.Journal, r.SlotSize, bytesText(size), bytesText(mem)))
+	}
 	if r.Mode != "lossy" && r.Mode != "reliable" {
 		return bad("ring.mode", r.Mode, "lossy (never slow the publisher) or reliable (publishers wait for room)")
 	}
@@ -450,6 +463,8 @@ func (p *Pub) validate(r Ring) error {
 		return bad("pub.wait", p.Wait, "0 or a positive duration")
 	case p.WaitSubscribers < 0 || p.WaitSubscribers > 1024:
 		return bad("pub.wait_subscribers", p.WaitSubscribers, "0..1024")
+	case p.Timeout < 0 || p.Timeout > time.Hour:
+		return bad("pub.timeout", p.Timeout, "0 (the default, 1s) or a positive duration up to 1h")
 	}
 	switch {
 	case p.Instruments < 1 || p.Instruments > 1<<20:

@@ -2,6 +2,7 @@ package rdmatest
 
 import (
 	"bytes"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,6 +18,9 @@ var grantTests = []test{
 	{"WrongRKey_ClosesTheQueuePair", testWrongRKeyCloses},
 	{"Grant_BadArguments_Refused", testGrantBad},
 	{"SubRangeGrant_RestUnreachable", testGrantRange},
+	{"RKeyOfAnotherQPsGrant_CarriesNoneOfItsRights", testGrantOtherQPSameRegion},
+	{"RegionsOwnRKey_ReachesOnlyTheQPsGrant", testGrantRegionKey},
+	{"SubRangeGrant_GrantUnits_RestUnmappable", testGrantUnits},
 }
 
 // granted is two connected QPs (a on devA, b on devB) where b's peer may
@@ -79,12 +83,14 @@ func (g *granted) at(mr rdma.MemoryRegion, off int) rdma.RemoteAddr {
 
 // skipDeviceWideKeys skips a case that names a region by its own rkey on a
 // queue pair it was never granted to, where that rkey is valid on every
-// queue pair of the device: on verbs a memory region's rkey is valid
-// throughout its protection domain (only memory windows are bound to one
-// QP), and tickbus hands confined peers only memory-window rkeys.
-func skipDeviceWideKeys(t *testing.T, p Provider) {
-	if p.Name == rdma.ProviderVerbs {
-		t.Skip("verbs: a memory region's own rkey is valid on every QP of its protection domain; confined peers are only ever given memory-window rkeys (SECURITY.md)")
+// queue pair of the device: a verbs device opened with open regions
+// (verbs.Config.OpenRegions, or one without type 2B memory windows), whose
+// regions' rkeys are valid throughout the protection domain. Where windows
+// confine QPs verbs registers regions grant-only (Caps.GrantOnly) and the
+// case runs.
+func skipDeviceWideKeys(t *testing.T, p Provider, d rdma.Device) {
+	if p.Name == rdma.ProviderVerbs && !d.Caps().GrantOnly {
+		t.Skip("verbs with open regions: a memory region's own rkey is valid on every QP of its protection domain (Caps.GrantOnly false; SECURITY.md)")
 	}
 }
 
@@ -140,8 +146,8 @@ func testGrantReadOnly(t *testing.T, p Provider) {
 // A region registered after a confined QP connected is not reachable
 // through it until it is granted; then it is.
 func testGrantLaterRegion(t *testing.T, p Provider) {
-	skipDeviceWideKeys(t, p)
 	devA, devB := openDevice(t, p), openDevice(t, p)
+	skipDeviceWideKeys(t, p, devB)
 	r1 := targetRegion(t, devB, rdma.AccessRemote)
 	g := grantedPair(t, devA, devB, map[rdma.MemoryRegion]rdma.Access{r1: rdma.AccessRemoteWrite})
 	late := targetRegion(t, devB, rdma.AccessRemote)
@@ -292,5 +298,256 @@ func testGrantRange(t *testing.T, p Provider) {
 		wr := rdma.WorkRequest{ID: 4, Op: rdma.OpWrite, Local: rdma.LocalSGE(x.g.local, 0, 8), Remote: rdma.RemoteAddr{Addr: rr.Addr, RKey: rr.RKey}}
 		assert.Equal(t, rdma.StatusSuccess, do(t, x.g.a, x.g.cqA, wr).Status, "a WRITE after the grant widened")
 		assert.Equal(t, x.g.local.Bytes()[:8], r.Bytes()[off:off+8])
+	})
+}
+
+// Two QPs of one device granted the same region, one with every right and
+// one read-only: the first's rkey, used on the second (both connected to
+// the same peer device), carries none of the first's rights. A WRITE or an
+// atomic through it fails, the memory untouched, and the second QP goes to
+// ERR. (On verbs the rkey is a window bound to the first QP and fails on
+// the second whatever the op; on shm and tcp it is the region's, checked
+// against the second QP's own grant.)
+func testGrantOtherQPSameRegion(t *testing.T, p Provider) {
+	devA, devB := openDevice(t, p), openDevice(t, p)
+	r := targetRegion(t, devB, rdma.AccessRemote)
+	g1 := grantedPair(t, devA, devB, map[rdma.MemoryRegion]rdma.Access{r: rdma.AccessRemote})
+	require.Equal(t, rdma.StatusSuccess, do(t, g1.a, g1.cqA, writeTo(g1, r)).Status, "own grant")
+	for _, op := range []rdma.Opcode{rdma.OpWrite, rdma.OpWriteImm, rdma.OpFetchAndAdd, rdma.OpCompareAndSwap} {
+		t.Run(op.String(), func(t *testing.T) {
+			g2 := grantedPair(t, devA, devB, map[rdma.MemoryRegion]rdma.Access{r: rdma.AccessRemoteRead})
+			rd := rdma.WorkRequest{ID: 1, Op: rdma.OpRead, Local: rdma.LocalSGE(g2.local, 0, 8), Remote: g2.at(r, 0)}
+			require.Equal(t, rdma.StatusSuccess, do(t, g2.a, g2.cqA, rd).Status, "the second QP's own read grant")
+			before := bytes.Clone(r.Bytes())
+			wr := rdma.WorkRequest{ID: 9, Op: op, Local: rdma.LocalSGE(g2.local, 0, 8), Remote: g1.at(r, 8), Add: 1,
+				Compare: u64(r.Bytes()[8:]), Swap: 7, Imm: 3}
+			if op == rdma.OpWriteImm {
+				require.NoError(t, g2.b.PostRecv(&rdma.RecvRequest{ID: 1}))
+			}
+			assert.Equal(t, rdma.StatusRemoteAccess, do(t, g2.a, g2.cqA, wr).Status, "%s with another QP's rkey", op)
+			assert.Equal(t, before, r.Bytes(), "memory changed through another QP's grant")
+			waitState(t, g2.a, rdma.QPError)
+		})
+	}
+}
+
+// A confined QP granted 64 bytes of a region (a window of it): the
+// region's own rkey reaches nothing outside that range on it, for every op,
+// the memory untouched and the QP to ERR; inside the range it works only
+// where the grant names the region by that very rkey (shm, tcp), and fails
+// where a region's own rkey grants nothing (Caps.GrantOnly: verbs with
+// memory windows), so an rkey sniffed from a descriptor is of no use.
+func testGrantRegionKey(t *testing.T, p Provider) {
+	devA, devB := openDevice(t, p), openDevice(t, p)
+	if !devB.Caps().GrantPerQP {
+		t.Skipf("%s cannot confine a queue pair (Caps.GrantPerQP false)", p.Name)
+	}
+	skipDeviceWideKeys(t, p, devB)
+	const off, n = 2048, 64
+	r := targetRegion(t, devB, rdma.AccessRemote)
+	open := func(t *testing.T) (*granted, rdma.RemoteRegion) {
+		t.Helper()
+		g := &granted{rr: map[rdma.MemoryRegion]rdma.RemoteRegion{}}
+		var err error
+		g.cqA, err = devA.CreateCQ(64)
+		require.NoError(t, err)
+		g.cqB, err = devB.CreateCQ(64)
+		require.NoError(t, err)
+		g.a, err = devA.CreateQP(rdma.QPConfig{SendCQ: g.cqA, RecvCQ: g.cqA, SendDepth: 16, RecvDepth: 4})
+		require.NoError(t, err)
+		g.b, err = devB.CreateQP(rdma.QPConfig{SendCQ: g.cqB, RecvCQ: g.cqB, SendDepth: 16, RecvDepth: 4, Confined: true})
+		require.NoError(t, err)
+		rr, err := g.b.GrantRange(r, off, n, rdma.AccessRemote)
+		require.NoError(t, err)
+		connect(t, g.a, g.b)
+		g.local, err = devA.RegisterMemory(4096, rdma.AccessLocalWrite)
+		require.NoError(t, err)
+		fillRandom(t, g.local.Bytes())
+		return g, rr
+	}
+	own := func(at int) rdma.RemoteAddr { return remote(r, at) } // the region's own rkey, as its descriptor carries it
+	for _, c := range []struct {
+		name string
+		op   rdma.Opcode
+		at   int
+	}{
+		{"WriteRegionStart", rdma.OpWrite, 0},
+		{"WriteAfterRange", rdma.OpWrite, off + n},
+		{"ReadBeforeRange", rdma.OpRead, off - 64},
+		{"AtomicAfterRange", rdma.OpFetchAndAdd, off + n},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, _ := open(t)
+			before := bytes.Clone(r.Bytes())
+			wr := rdma.WorkRequest{ID: 7, Op: c.op, Local: rdma.LocalSGE(g.local, 0, 8), Remote: own(c.at), Add: 1}
+			assert.Equal(t, rdma.StatusRemoteAccess, do(t, g.a, g.cqA, wr).Status, "%s at %d by the region's own rkey", c.op, c.at)
+			assert.Equal(t, before, r.Bytes(), "memory outside the QP's grant changed")
+			waitState(t, g.a, rdma.QPError)
+		})
+	}
+	t.Run("InsideRange", func(t *testing.T) {
+		g, rr := open(t)
+		before := bytes.Clone(r.Bytes())
+		wr := rdma.WorkRequest{ID: 8, Op: rdma.OpWrite, Local: rdma.LocalSGE(g.local, 0, 8), Remote: own(off)}
+		st := do(t, g.a, g.cqA, wr).Status
+		switch {
+		case devB.Caps().GrantOnly:
+			require.NotEqual(t, r.RKey(), rr.RKey, "a grant-only device names a grant by its own rkey")
+			assert.Equal(t, rdma.StatusRemoteAccess, st, "the region's own rkey on a grant-only device")
+			assert.Equal(t, before, r.Bytes())
+			waitState(t, g.a, rdma.QPError)
+		default:
+			require.Equal(t, r.RKey(), rr.RKey, "%s names a grant by the region's rkey (checked per QP)", p.Name)
+			assert.Equal(t, rdma.StatusSuccess, st, "inside the grant, named as the grant names it")
+			assert.Equal(t, g.local.Bytes()[:8], r.Bytes()[off:off+8])
+		}
+	})
+}
+
+// A region of memory in grant units (rdma.AllocMemory and Register, or
+// rdma.RegisterMemory), granted
+// in part: the peer reaches the granted range (and, mapping directly, no
+// more of it), and a hostile peer that ignores its grants holds no file of
+// any unit the range does not cover, nor a writable one of a read-only
+// grant. Each page starts with a random tag, so a held file that maps a
+// page it was not granted is caught whatever its offset.
+func testGrantUnits(t *testing.T, p Provider) {
+	devA, devB := openDevice(t, p), openDevice(t, p)
+	if !devB.Caps().GrantPerQP {
+		t.Skipf("%s cannot confine a queue pair (Caps.GrantPerQP false)", p.Name)
+	}
+	ps := os.Getpagesize()
+	const units = 4
+	cfg := rdma.MemoryConfig{GrantUnit: ps, GrantUnits: units}
+	t.Run("AllocMemory", func(t *testing.T) {
+		mem, err := rdma.AllocMemory("rdmatest-units", units*ps, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = mem.Close() })
+		r, err := devB.Register(mem.Bytes(), rdma.AccessLocalWrite|rdma.AccessRemote)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.Close() })
+		testGrantUnitsOf(t, p, devA, devB, r)
+	})
+	t.Run("RegisterMemory", func(t *testing.T) {
+		r, err := rdma.RegisterMemory(devB, units*ps, rdma.AccessLocalWrite|rdma.AccessRemote, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.Close() })
+		testGrantUnitsOf(t, p, devA, devB, r)
+	})
+}
+
+// testGrantUnitsOf is testGrantUnits of r, a region of devB of 4 pages in
+// units of a page.
+func testGrantUnitsOf(t *testing.T, p Provider, devA, devB rdma.Device, r rdma.MemoryRegion) {
+	ps := os.Getpagesize()
+	const units, granted = 4, 2
+	off, n := granted*ps+1024, 64
+	fillRandom(t, r.Bytes())
+	tag := func(page int) []byte { return r.Bytes()[page*ps : page*ps+16] }
+
+	confined := func(t *testing.T, access rdma.Access) (rdma.QueuePair, rdma.RemoteRegion) {
+		cq, err := devB.CreateCQ(8)
+		require.NoError(t, err)
+		b, err := devB.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 4, RecvDepth: 1, Confined: true})
+		require.NoError(t, err)
+		rr, err := b.GrantRange(r, off, n, access)
+		require.NoError(t, err)
+		return b, rr
+	}
+
+	t.Run("Honest", func(t *testing.T) {
+		b, rr := confined(t, rdma.AccessRemoteWrite)
+		cq, err := devA.CreateCQ(8)
+		require.NoError(t, err)
+		a, err := devA.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 4, RecvDepth: 1})
+		require.NoError(t, err)
+		connect(t, a, b)
+		local, err := devA.RegisterMemory(4096, rdma.AccessLocalWrite)
+		require.NoError(t, err)
+		fillRandom(t, local.Bytes())
+		wr := rdma.WorkRequest{ID: 1, Op: rdma.OpWrite, Local: rdma.LocalSGE(local, 0, n), Remote: rdma.RemoteAddr{Addr: rr.Addr, RKey: rr.RKey}}
+		require.Equal(t, rdma.StatusSuccess, do(t, a, cq, wr).Status, "a WRITE of the granted range")
+		assert.Equal(t, local.Bytes()[:n], r.Bytes()[off:off+n])
+		if dm, ok := a.(rdma.DirectMapper); ok {
+			for _, page := range []int{0, granted - 1, granted + 1, units - 1} {
+				_, err := dm.Direct(rdma.RemoteRegion{Addr: r.Addr() + uint64(page*ps), RKey: rr.RKey, Len: 8}, rdma.AccessRemoteWrite)
+				assert.ErrorIs(t, err, rdma.ErrDirect, "mapping page %d directly, outside the grant", page)
+			}
+		}
+	})
+	// The memory reads and writes as one across units: a range grant over a
+	// unit boundary, and an unconfined peer's WRITE across every unit.
+	t.Run("AcrossUnits", func(t *testing.T) {
+		local, err := devA.RegisterMemory(units*ps, rdma.AccessLocalWrite)
+		require.NoError(t, err)
+		fillRandom(t, local.Bytes())
+		cq, err := devB.CreateCQ(8)
+		require.NoError(t, err)
+		b, err := devB.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 4, RecvDepth: 1, Confined: true})
+		require.NoError(t, err)
+		lo, hi := ps+ps/2, 3*ps+8
+		rr, err := b.GrantRange(r, lo, hi-lo, rdma.AccessRemoteWrite)
+		require.NoError(t, err)
+		cqA, err := devA.CreateCQ(8)
+		require.NoError(t, err)
+		a, err := devA.CreateQP(rdma.QPConfig{SendCQ: cqA, RecvCQ: cqA, SendDepth: 4, RecvDepth: 1})
+		require.NoError(t, err)
+		connect(t, a, b)
+		before := bytes.Clone(r.Bytes())
+		wr := rdma.WorkRequest{ID: 1, Op: rdma.OpWrite, Local: rdma.LocalSGE(local, 0, hi-lo), Remote: rdma.RemoteAddr{Addr: rr.Addr, RKey: rr.RKey}}
+		require.Equal(t, rdma.StatusSuccess, do(t, a, cqA, wr).Status, "a WRITE of a range over three units")
+		assert.Equal(t, local.Bytes()[:hi-lo], r.Bytes()[lo:hi])
+		assert.Equal(t, before[:lo], r.Bytes()[:lo], "before the range")
+		assert.Equal(t, before[hi:], r.Bytes()[hi:], "after the range")
+
+		x := newPair(t, p, pairOpts{})
+		mr, err := x.devB.Register(r.Bytes()[ps/2:], rdma.AccessLocalWrite|rdma.AccessRemote)
+		require.NoError(t, err, "register an unaligned part of the units on another device")
+		t.Cleanup(func() { _ = mr.Close() })
+		xl, err := x.devA.RegisterMemory(units*ps, rdma.AccessLocalWrite)
+		require.NoError(t, err)
+		fillRandom(t, xl.Bytes())
+		n := len(mr.Bytes())
+		all := rdma.WorkRequest{ID: 2, Op: rdma.OpWrite, Local: rdma.LocalSGE(xl, 0, n), Remote: remote(mr, 0)}
+		require.Equal(t, rdma.StatusSuccess, do(t, x.a, x.cqA, all).Status, "an unconfined peer's WRITE of every unit")
+		assert.Equal(t, xl.Bytes()[:n], r.Bytes()[ps/2:])
+	})
+	t.Run("Hostile", func(t *testing.T) {
+		if p.Hostile == nil {
+			t.Skipf("%s hands a peer no memory to map (its ops are applied by a responder or the NIC); the Honest case and SubRangeGrant_RestUnreachable cover it", p.Name)
+		}
+		for _, c := range []struct {
+			name   string
+			access rdma.Access
+		}{{"ReadWrite", rdma.AccessRemoteWrite | rdma.AccessRemoteAtomic}, {"ReadOnly", rdma.AccessRemoteRead}} {
+			t.Run(c.name, func(t *testing.T) {
+				b, _ := confined(t, c.access)
+				held, err := p.Hostile(b)
+				require.NoError(t, err)
+				total := 0
+				for _, h := range held {
+					t.Cleanup(h.Close)
+					total += len(h.Mem)
+					if c.access == rdma.AccessRemoteRead {
+						assert.False(t, h.Writable, "a file of a read-only grant can be mapped writable")
+					}
+					for o := 0; o+16 <= len(h.Mem); o += ps {
+						for page := range units {
+							if page != granted {
+								assert.NotEqual(t, tag(page), h.Mem[o:o+16], "a held file maps page %d, not granted (it holds %d bytes)", page, len(h.Mem))
+							}
+						}
+					}
+				}
+				assert.LessOrEqual(t, total, ps, "the peer holds more than the one unit its range covers")
+				found := false
+				for _, h := range held {
+					for o := 0; o+16 <= len(h.Mem); o += ps {
+						found = found || bytes.Equal(h.Mem[o:o+16], tag(granted))
+					}
+				}
+				assert.True(t, found, "the peer does hold the granted unit (else this case proves nothing)")
+			})
+		}
 	})
 }
