@@ -3,7 +3,6 @@ package subscriber
 import (
 	"context"
 	"sync/atomic"
-	"time"
 
 	"github.com/tickbus/tickbus/ring"
 )
@@ -18,6 +17,9 @@ func (s *Subscriber) Poll() int {
 	n := s.reader.Poll(&s.h)
 	if n == 0 {
 		s.h.clock.idled()
+		if s.h.lat.n > 0 {
+			s.h.lat.record(s.rec) // the ticks are out: now their latencies
+		}
 	}
 	return n
 }
@@ -27,7 +29,7 @@ func (s *Subscriber) Poll() int {
 func (s *Subscriber) ReadInto(t *ring.Tick, buf []byte) (ok bool, ev ring.Event, err error) {
 	ok, ev, err = s.reader.ReadInto(t, buf)
 	if ok {
-		s.rec.Record(time.Now().UnixNano() - t.PublishNs)
+		s.rec.Record(s.h.clock.now() - t.PublishNs)
 	}
 	return ok, ev, err
 }
