@@ -14,12 +14,12 @@ func (s *Subscriber) Poll() int {
 	if !s.h.joined {
 		s.maybeStart()
 	}
+	if s.h.lat.n > 0 {
+		s.h.lat.record(s.rec) // the last poll's ticks are out: now their latencies
+	}
 	n := s.reader.Poll(&s.h)
 	if n == 0 {
 		s.h.clock.idled()
-		if s.h.lat.n > 0 {
-			s.h.lat.record(s.rec) // the ticks are out: now their latencies
-		}
 	}
 	return n
 }
