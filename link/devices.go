@@ -25,6 +25,10 @@ type DevicesConfig struct {
 	TCPListen    string
 	TCPAdvertise string
 	Logger       zerolog.Logger
+	// Wrap, if set, is applied to each device as it is opened, and the set
+	// hands out what it returns: tests run the product over an emulation
+	// (internal/rdmawin: verbs-like per-queue-pair rkeys over tcp).
+	Wrap func(rdma.Device) rdma.Device
 }
 
 // Devices is the devices of one process. Safe for concurrent use.
@@ -70,6 +74,9 @@ func (s *Devices) Get(provider string) (rdma.Device, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("link: open %s: %w", provider, err)
+	}
+	if s.cfg.Wrap != nil {
+		d = s.cfg.Wrap(d)
 	}
 	s.devs[provider] = d
 	return d, nil

@@ -96,8 +96,33 @@ func (p *Publisher) dialHome(ctx context.Context, hi bus.HomeInfo, timeout time.
 	if hi.Local {
 		// the home's side of a loopback pair: its peer is our own writer
 		// (the home may be another Publisher's of this node), so it is not
-		// confined
-		peer, err := newOpenConn(dev)
+		// confined and the writer names the home by the record's rkey.
+		// Where a region's own rkey reaches nothing (rdma.Caps.GrantOnly:
+		// verbs with memory windows) our own home is granted to the pair
+		// instead, and the writer names it by that grant's rkey; another
+		// Publisher's home is not ours to grant. (Elsewhere the pair stays
+		// unconfined: tcp then claims by CPU atomics, not over the wire.)
+		var peer conn
+		if dev.Caps().GrantOnly {
+			p.mu.Lock()
+			own := p.home
+			p.mu.Unlock()
+			if own == nil || !own.Desc().SameRegion(hd) {
+				return nil, qp, cq, fmt.Errorf("publisher: %w: the home of %s is another Publisher's of this node, on a %s device whose regions only grants reach; publish on this topic from one Publisher per node",
+					rdma.ErrNotSupported, p.cfg.Topic, dev.Provider())
+			}
+			peer, err = newConn(dev)
+			if err == nil {
+				var rr rdma.RemoteRegion
+				if rr, err = ring.Grant(peer.qp, own.Region(), rdma.AccessRemote); err == nil {
+					hd = hd.WithRKey(rr.RKey)
+				} else {
+					_ = peer.close()
+				}
+			}
+		} else {
+			peer, err = newOpenConn(dev)
+		}
 		if err != nil {
 			return nil, qp, cq, fmt.Errorf("publisher: %w", err)
 		}
@@ -139,7 +164,7 @@ func (p *Publisher) dialHome(ctx context.Context, hi bus.HomeInfo, timeout time.
 	var solo *ring.Home
 	if hi.Local {
 		p.mu.Lock()
-		if p.home != nil && p.home.Desc() == hd {
+		if p.home != nil && p.home.Desc().SameRegion(hd) {
 			solo = p.home
 		}
 		p.mu.Unlock()

@@ -1,7 +1,6 @@
 package publisher
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -66,7 +65,7 @@ func (p *Publisher) newHome(ctx context.Context, topic string, start uint64) ([]
 func (p *Publisher) fenceHome(desc []byte) {
 	p.mu.Lock()
 	h, fence, fd := p.home, p.fence, p.fenceDesc
-	mine := h != nil && fence.qp != nil && bytes.Equal(desc, p.homeDesc)
+	mine := h != nil && fence.qp != nil && sameHome(desc, p.homeDesc)
 	p.mu.Unlock()
 	if !mine {
 		return
@@ -109,7 +108,13 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 			h.Share()
 		}
 	}
-	if err := ring.Grant(c.qp, mr, access); err != nil {
+	// the reply names the region by this grant's rkey (on verbs a memory
+	// window bound to this QP alone), in a copy of the shared descriptor
+	rr, err := ring.Grant(c.qp, mr, access)
+	if err == nil {
+		desc, err = ring.WithRKey(desc, rr.RKey)
+	}
+	if err != nil {
 		_ = c.close()
 		return bus.ConnectReply{}, err
 	}
@@ -131,4 +136,13 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 	p.mu.Unlock()
 	p.log.Info().Str("peer", req.From.ID).Str("peer_host", req.From.HostID).Str("provider", dev.Provider()).Msg("publisher: connected to the home")
 	return bus.ConnectReply{Endpoint: c.qp.LocalEndpoint(), Region: desc, Data: counter[:]}, nil
+}
+
+// sameHome reports whether the wire-form home descriptors a and b (a home
+// record's, a connect reply's, our own) describe the same home: equal in
+// all but the rkey, which names the region as one connection's grant. Any
+// that does not decode is no home of ours.
+func sameHome(a, b []byte) bool {
+	var x, y ring.HomeDesc
+	return x.UnmarshalBinary(a) == nil && y.UnmarshalBinary(b) == nil && x.SameRegion(y)
 }

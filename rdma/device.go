@@ -41,6 +41,12 @@ type Caps struct {
 	// GrantPerQP: QueuePair.Grant and QPConfig.Confined confine a queue
 	// pair's peer to its grants.
 	GrantPerQP bool
+	// GrantOnly: a region's own rkey (MemoryRegion.RKey, Remote) grants no
+	// remote access on any queue pair; a peer reaches a region only by the
+	// rkey a Grant of its queue pair returned (verbs with type 2B memory
+	// windows: the region is registered for local access and window binds
+	// only). A queue pair never granted anything then reaches nothing.
+	GrantOnly bool
 }
 
 // Device is an opened provider instance: it registers memory and makes
@@ -181,9 +187,9 @@ type QueuePair interface {
 	// device, with access (remote rights only, a subset of mr's), and
 	// returns the RemoteRegion the peer names it by. A queue pair never
 	// granted anything reaches every remote-accessible region of its
-	// device, as every QP of one verbs protection domain does; its first
-	// Grant confines it to what it was granted (on verbs: a type 2 memory
-	// window bound to the QP, whose rkey works on no other QP). Grant before
+	// device (none where Caps.GrantOnly); its first Grant confines it to
+	// what it was granted (on verbs: a type 2 memory window bound to the
+	// QP, whose rkey works on no other QP). Grant before
 	// Connect, or after: a region granted later becomes reachable when Grant
 	// returns. An op on an ungranted region, or beyond the granted access,
 	// completes with StatusRemoteAccess, the memory untouched.

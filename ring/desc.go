@@ -121,6 +121,22 @@ func (d *HomeDesc) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
+// SameRegion reports whether d and o describe the same home: equal in
+// everything but the rkey, which names the region as one connection's
+// grant (the signed record carries the region's own; a connect reply, the
+// grant made for that connection).
+func (d HomeDesc) SameRegion(o HomeDesc) bool {
+	d.Region.RKey, o.Region.RKey = 0, 0
+	return d == o
+}
+
+// WithRKey is d naming its region by rkey: the descriptor of one
+// connection, rkey being the grant made for it (ring.Grant).
+func (d HomeDesc) WithRKey(rkey uint32) HomeDesc {
+	d.Region.RKey = rkey
+	return d
+}
+
 // RingDesc is what a publisher needs to write into a subscriber's ring.
 //
 // Wire form, version 1, little endian (RingDescSize bytes):
@@ -185,6 +201,40 @@ func (d *RingDesc) UnmarshalBinary(b []byte) error {
 	}
 	*d = out
 	return nil
+}
+
+// SameRegion reports whether d and o describe the same ring: equal in
+// everything but the rkey (see HomeDesc.SameRegion).
+func (d RingDesc) SameRegion(o RingDesc) bool {
+	d.Region.RKey, o.Region.RKey = 0, 0
+	return d == o
+}
+
+// WithRKey is d naming its region by rkey: the descriptor of one
+// connection, rkey being the grant made for it (ring.Grant).
+func (d RingDesc) WithRKey(rkey uint32) RingDesc {
+	d.Region.RKey = rkey
+	return d
+}
+
+// WithRKey returns a fresh copy of desc, the wire form of a HomeDesc or a
+// RingDesc, naming its region by rkey: what a node replies to one
+// connect, rkey being the grant made for that connection (Grant). desc
+// itself, shared by every connection, is not changed. Bad input is an
+// error wrapping ErrMalformed or ErrUnknownVersion.
+func WithRKey(desc []byte, rkey uint32) ([]byte, error) {
+	if len(desc) >= 2 && desc[1] == kindHome {
+		var d HomeDesc
+		if err := d.UnmarshalBinary(desc); err != nil {
+			return nil, err
+		}
+		return d.WithRKey(rkey).MarshalBinary()
+	}
+	var d RingDesc
+	if err := d.UnmarshalBinary(desc); err != nil {
+		return nil, err
+	}
+	return d.WithRKey(rkey).MarshalBinary()
 }
 
 // CreditDesc names one reliable subscriber's credit cell at one writer:

@@ -156,3 +156,62 @@ func FuzzCreditDesc_Unmarshal(f *testing.F) {
 		}
 	})
 }
+
+// A connect reply's descriptor differs from the announced one in its rkey
+// only (the grant made for that connection): SameRegion ignores the rkey
+// and nothing else, and WithRKey on the wire form changes the rkey of a
+// fresh copy, leaving the shared bytes alone.
+func TestDescs_SameRegionAndWithRKey_OnlyTheRKeyDiffers(t *testing.T) {
+	h := sampleHome()
+	assert.True(t, h.SameRegion(h.WithRKey(99)))
+	assert.Equal(t, uint32(99), h.WithRKey(99).Region.RKey)
+	assert.Equal(t, uint32(5), h.Region.RKey, "WithRKey returns a copy")
+	for name, o := range map[string]func(*HomeDesc){
+		"epoch": func(d *HomeDesc) { d.Epoch++ }, "start": func(d *HomeDesc) { d.Start++ },
+		"addr": func(d *HomeDesc) { d.Region.Addr += 64 }, "len": func(d *HomeDesc) { d.Region.Len++ },
+		"journal": func(d *HomeDesc) { d.JournalSlots *= 2 }, "slot size": func(d *HomeDesc) { d.SlotSize += 64 },
+	} {
+		x := h.WithRKey(99)
+		o(&x)
+		assert.False(t, h.SameRegion(x), name)
+	}
+	r := sampleRing()
+	assert.True(t, r.SameRegion(r.WithRKey(42)))
+	for name, o := range map[string]func(*RingDesc){
+		"mode": func(d *RingDesc) { d.Mode = Lossy }, "epoch": func(d *RingDesc) { d.Epoch++ },
+		"start": func(d *RingDesc) { d.Start++ }, "addr": func(d *RingDesc) { d.Region.Addr += 64 },
+		"slots": func(d *RingDesc) { d.Slots /= 2 }, "slot size": func(d *RingDesc) { d.SlotSize += 64 },
+	} {
+		x := r.WithRKey(42)
+		o(&x)
+		assert.False(t, r.SameRegion(x), name)
+	}
+
+	for _, d := range []encodingDesc{h, r} {
+		shared, err := d.MarshalBinary()
+		require.NoError(t, err)
+		before := bytes.Clone(shared)
+		got, err := WithRKey(shared, 0xfeed)
+		require.NoError(t, err)
+		assert.Equal(t, before, shared, "the shared descriptor is not changed")
+		require.Len(t, got, len(shared))
+		switch d.(type) {
+		case HomeDesc:
+			var x HomeDesc
+			require.NoError(t, x.UnmarshalBinary(got))
+			assert.Equal(t, h.WithRKey(0xfeed), x)
+		case RingDesc:
+			var x RingDesc
+			require.NoError(t, x.UnmarshalBinary(got))
+			assert.Equal(t, r.WithRKey(0xfeed), x)
+		}
+	}
+	c, err := sampleCredit().MarshalBinary()
+	require.NoError(t, err)
+	_, err = WithRKey(c, 1)
+	assert.ErrorIs(t, err, ErrMalformed, "a credit descriptor is neither")
+	_, err = WithRKey(nil, 1)
+	assert.ErrorIs(t, err, ErrMalformed)
+}
+
+type encodingDesc interface{ MarshalBinary() ([]byte, error) }

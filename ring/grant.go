@@ -23,13 +23,25 @@ func Confine(dev rdma.Device, cfg rdma.QPConfig) rdma.QPConfig {
 	return cfg
 }
 
-// Grant gives qp's peer access to mr where the provider can confine queue
-// pairs, and does nothing where it cannot (rdma.ErrNotSupported: every
-// queue pair of the device reaches every remote region, as SECURITY.md
-// says of verbs).
-func Grant(qp rdma.QueuePair, mr rdma.MemoryRegion, access rdma.Access) error {
-	if _, err := qp.Grant(mr, access); err != nil && !errors.Is(err, rdma.ErrNotSupported) {
-		return fmt.Errorf("ring: grant region %#x (%s) to QP %d: %w", mr.RKey(), access, qp.Num(), err)
+// Grant gives qp's peer access to all of mr where the provider can confine
+// queue pairs, and returns the RemoteRegion that peer names mr by: the
+// grant's, whose rkey works on qp alone on verbs (a memory window's) and is
+// checked per queue pair on shm and tcp. The descriptor a connection's
+// peer is sent must carry that rkey (RingDesc.WithRKey, HomeDesc.WithRKey),
+// never the region's own. Where the device cannot confine
+// (rdma.ErrNotSupported: every queue pair of the device reaches every
+// remote region, as SECURITY.md says of verbs without type 2B windows) it
+// grants nothing and returns mr.Remote().
+func Grant(qp rdma.QueuePair, mr rdma.MemoryRegion, access rdma.Access) (rdma.RemoteRegion, error) {
+	rr, err := qp.Grant(mr, access)
+	switch {
+	case errors.Is(err, rdma.ErrNotSupported):
+		return mr.Remote(), nil
+	case err != nil:
+		return rdma.RemoteRegion{}, fmt.Errorf("ring: grant region %#x (%s) to QP %d: %w", mr.RKey(), access, qp.Num(), err)
+	case rr.Addr != mr.Addr() || rr.Len != uint64(len(mr.Bytes())):
+		return rdma.RemoteRegion{}, fmt.Errorf("ring: grant region %#x to QP %d: %w: the grant covers %d bytes at %#x, not the region's %d at %#x",
+			mr.RKey(), qp.Num(), rdma.ErrGrant, rr.Len, rr.Addr, len(mr.Bytes()), mr.Addr())
 	}
-	return nil
+	return rr, nil
 }

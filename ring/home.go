@@ -66,6 +66,9 @@ func NewHome(dev rdma.Device, cfg HomeConfig) (*Home, error) {
 	if cfg.Start == StampBusy {
 		return nil, fmt.Errorf("%w: Start %d, want 1..2^64-2", ErrInvalidConfig, cfg.Start)
 	}
+	if err := checkRegionBytes("JournalSlots", cfg.JournalSlots, cfg.SlotSize); err != nil {
+		return nil, err
+	}
 	if cfg.JournalSlots < 0 || !checkGeometry(uint64(cfg.JournalSlots), uint64(cfg.SlotSize), true) {
 		return nil, fmt.Errorf("%w: JournalSlots %d / SlotSize %d, want a power of two up to %d (or 0) / a multiple of 64 in %d..%d",
 			ErrInvalidConfig, cfg.JournalSlots, cfg.SlotSize, MaxSlots, MinSlotSize, MaxSlotSize)

@@ -66,6 +66,8 @@ func (c *RingConfig) setDefaults() error {
 	case c.Slots < 0 || !checkGeometry(uint64(c.Slots), uint64(c.SlotSize), false):
 		return fmt.Errorf("%w: Slots %d / SlotSize %d, want a power of two in 1..%d / a multiple of 64 in %d..%d",
 			ErrInvalidConfig, c.Slots, c.SlotSize, MaxSlots, MinSlotSize, MaxSlotSize)
+	case checkRegionBytes("Slots", c.Slots, c.SlotSize) != nil:
+		return checkRegionBytes("Slots", c.Slots, c.SlotSize)
 	case c.Mode != Lossy && c.Mode != Reliable:
 		return fmt.Errorf("%w: Mode %d, want Lossy or Reliable", ErrInvalidConfig, c.Mode)
 	case c.Start == StampBusy:

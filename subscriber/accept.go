@@ -20,17 +20,24 @@ type conn struct {
 }
 
 // accept serves a publisher's connect: a queue pair on the ring's device,
-// connected to the publisher's, and the ring's descriptor.
+// connected to the publisher's, granted the ring, and the ring's
+// descriptor naming it by that grant's rkey.
 func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.ConnectReply, error) {
 	prov := req.Endpoint.Provider
 	dev, mr, desc, err := s.deviceFor(prov)
 	if err != nil {
 		return bus.ConnectReply{}, err
 	}
-	// the publisher's peer reaches the ring, nothing else of this device
+	// the publisher's peer reaches the ring, nothing else of this device,
+	// and is told the ring by the rkey of this grant (on verbs a memory
+	// window bound to this QP alone): the announced descriptor's rkey works
+	// on no queue pair
 	lc, err := link.OpenConfined(dev, link.Responder)
 	if err == nil {
-		err = ring.Grant(lc.QP, mr, mr.Access()&rdma.AccessRemote)
+		var rr rdma.RemoteRegion
+		if rr, err = ring.Grant(lc.QP, mr, mr.Access()&rdma.AccessRemote); err == nil {
+			desc, err = ring.WithRKey(desc, rr.RKey) // a copy: desc is every connection's
+		}
 		if err != nil {
 			_ = lc.Close()
 		}

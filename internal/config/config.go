@@ -107,10 +107,11 @@ type Authorization struct {
 	Subscribe map[string][]string `yaml:"subscribe"`
 }
 
-// MaxRingBytes is the largest ring (ring.slots x ring.slot_size) a
-// configuration may ask for: a ring is pre-touched at start, so a larger one
-// would stall the host. A ring over half of the host's physical memory is
-// refused too.
+// MaxRingBytes is the largest ring (ring.slots x ring.slot_size) and
+// journal (ring.journal x ring.slot_size) a configuration may ask for: both
+// are pre-touched at start, so a larger one would stall the host. One over
+// half of the host's physical memory is refused too. (ring.MaxRegionBytes
+// bounds them the same way for programs.)
 const MaxRingBytes = 4 << 30
 
 // Ring configures a subscriber's ring.
@@ -428,6 +429,13 @@ func (r *Ring) validate() error {
 	} else if mem := physicalMemory(); mem > 0 && size > mem/2 {
 		return bad("ring.slots", r.Slots, fmt.Sprintf("ring.slots x ring.slot_size (%d x %d = %s) at most half of this host's %s of memory",
 			r.Slots, r.SlotSize, bytesText(size), bytesText(mem)))
+	}
+	if size := uint64(r.Journal) * uint64(r.SlotSize); size > MaxRingBytes {
+		return bad("ring.journal", r.Journal, fmt.Sprintf("ring.journal x ring.slot_size (%d x %d = %s) at most %s, the documented maximum (the home pre-touches its journal)",
+			r.Journal, r.SlotSize, bytesText(size), bytesText(MaxRingBytes)))
+	} else if mem := physicalMemory(); mem > 0 && size > mem/2 {
+		return bad("ring.journal", r.Journal, fmt.Sprintf("ring.journal x ring.slot_size (%d x %d = %s) at most half of this host's %s of memory",
+			r.Journal, r.SlotSize, bytesText(size), bytesText(mem)))
 	}
 	if r.Mode != "lossy" && r.Mode != "reliable" {
 		return bad("ring.mode", r.Mode, "lossy (never slow the publisher) or reliable (publishers wait for room)")

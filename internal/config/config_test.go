@@ -159,6 +159,8 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"ring 512GiB": {"sub", func(c *Config) { c.Ring.Slots, c.Ring.SlotSize = 1<<24, 32<<10 },
 			"ring.slots = 16777216: want ring.slots x ring.slot_size (16777216 x 32768 = 512 GiB) at most 4 GiB, the documented maximum"},
 		"ring 8GiB": {"sub", func(c *Config) { c.Ring.Slots, c.Ring.SlotSize = 1<<23, 1<<10 }, "at most 4 GiB"},
+		"journal 16TiB": {"pub", func(c *Config) { c.Ring.Slots, c.Ring.Journal, c.Ring.SlotSize = 1024, 1<<24, 1<<20 },
+			"ring.journal = 16777216: want ring.journal x ring.slot_size (16777216 x 1048576 = 16 TiB) at most 4 GiB"},
 		"auth key": {"sub", func(c *Config) { c.Bus.Authorization.Publish = map[string][]string{"demo": {"alice"}} },
 			`bus.authorization.publish.demo = "alice": want a public user nkey`},
 		"auth topic": {"sub", func(c *Config) { c.Bus.Authorization.Subscribe = map[string][]string{"a..b": {"*"}} },

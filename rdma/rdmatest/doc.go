@@ -77,8 +77,13 @@
 //     rights the region lacks, a closed region, empty or outside ranges)
 //     fail with ErrGrant; a confined QP granted a 64-byte sub-range
 //     (GrantRange) reaches it with the granted rights and nothing before,
-//     after or across its edges, and holds one range per region. Skipped,
-//     saying why, on a device without Caps().GrantPerQP.
+//     after or across its edges, and holds one range per region; the rkey
+//     of another QP's grant of the same region carries none of its rights
+//     (a read-only QP cannot write or add through it); the region's own
+//     rkey reaches nothing outside a QP's grant, and inside it only where
+//     the grant names the region by that rkey (none at all where
+//     Caps().GrantOnly). Skipped, saying why, on a device without
+//     Caps().GrantPerQP.
 //   - Close: a QP closed while another goroutine posts to it and its peer's
 //     CQ is polled (the poster ends with ErrClosed, the peer goes to ERR);
 //     devices closed while posting and polling; a CQ closed while polled;

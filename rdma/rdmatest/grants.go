@@ -17,6 +17,8 @@ var grantTests = []test{
 	{"WrongRKey_ClosesTheQueuePair", testWrongRKeyCloses},
 	{"Grant_BadArguments_Refused", testGrantBad},
 	{"SubRangeGrant_RestUnreachable", testGrantRange},
+	{"RKeyOfAnotherQPsGrant_CarriesNoneOfItsRights", testGrantOtherQPSameRegion},
+	{"RegionsOwnRKey_ReachesOnlyTheQPsGrant", testGrantRegionKey},
 }
 
 // granted is two connected QPs (a on devA, b on devB) where b's peer may
@@ -79,12 +81,14 @@ func (g *granted) at(mr rdma.MemoryRegion, off int) rdma.RemoteAddr {
 
 // skipDeviceWideKeys skips a case that names a region by its own rkey on a
 // queue pair it was never granted to, where that rkey is valid on every
-// queue pair of the device: on verbs a memory region's rkey is valid
-// throughout its protection domain (only memory windows are bound to one
-// QP), and tickbus hands confined peers only memory-window rkeys.
-func skipDeviceWideKeys(t *testing.T, p Provider) {
-	if p.Name == rdma.ProviderVerbs {
-		t.Skip("verbs: a memory region's own rkey is valid on every QP of its protection domain; confined peers are only ever given memory-window rkeys (SECURITY.md)")
+// queue pair of the device: a verbs device opened with open regions
+// (verbs.Config.OpenRegions, or one without type 2B memory windows), whose
+// regions' rkeys are valid throughout the protection domain. Where windows
+// confine QPs verbs registers regions grant-only (Caps.GrantOnly) and the
+// case runs.
+func skipDeviceWideKeys(t *testing.T, p Provider, d rdma.Device) {
+	if p.Name == rdma.ProviderVerbs && !d.Caps().GrantOnly {
+		t.Skip("verbs with open regions: a memory region's own rkey is valid on every QP of its protection domain (Caps.GrantOnly false; SECURITY.md)")
 	}
 }
 
@@ -140,8 +144,8 @@ func testGrantReadOnly(t *testing.T, p Provider) {
 // A region registered after a confined QP connected is not reachable
 // through it until it is granted; then it is.
 func testGrantLaterRegion(t *testing.T, p Provider) {
-	skipDeviceWideKeys(t, p)
 	devA, devB := openDevice(t, p), openDevice(t, p)
+	skipDeviceWideKeys(t, p, devB)
 	r1 := targetRegion(t, devB, rdma.AccessRemote)
 	g := grantedPair(t, devA, devB, map[rdma.MemoryRegion]rdma.Access{r1: rdma.AccessRemoteWrite})
 	late := targetRegion(t, devB, rdma.AccessRemote)
@@ -292,5 +296,108 @@ func testGrantRange(t *testing.T, p Provider) {
 		wr := rdma.WorkRequest{ID: 4, Op: rdma.OpWrite, Local: rdma.LocalSGE(x.g.local, 0, 8), Remote: rdma.RemoteAddr{Addr: rr.Addr, RKey: rr.RKey}}
 		assert.Equal(t, rdma.StatusSuccess, do(t, x.g.a, x.g.cqA, wr).Status, "a WRITE after the grant widened")
 		assert.Equal(t, x.g.local.Bytes()[:8], r.Bytes()[off:off+8])
+	})
+}
+
+// Two QPs of one device granted the same region, one with every right and
+// one read-only: the first's rkey, used on the second (both connected to
+// the same peer device), carries none of the first's rights. A WRITE or an
+// atomic through it fails, the memory untouched, and the second QP goes to
+// ERR. (On verbs the rkey is a window bound to the first QP and fails on
+// the second whatever the op; on shm and tcp it is the region's, checked
+// against the second QP's own grant.)
+func testGrantOtherQPSameRegion(t *testing.T, p Provider) {
+	devA, devB := openDevice(t, p), openDevice(t, p)
+	r := targetRegion(t, devB, rdma.AccessRemote)
+	g1 := grantedPair(t, devA, devB, map[rdma.MemoryRegion]rdma.Access{r: rdma.AccessRemote})
+	require.Equal(t, rdma.StatusSuccess, do(t, g1.a, g1.cqA, writeTo(g1, r)).Status, "own grant")
+	for _, op := range []rdma.Opcode{rdma.OpWrite, rdma.OpWriteImm, rdma.OpFetchAndAdd, rdma.OpCompareAndSwap} {
+		t.Run(op.String(), func(t *testing.T) {
+			g2 := grantedPair(t, devA, devB, map[rdma.MemoryRegion]rdma.Access{r: rdma.AccessRemoteRead})
+			rd := rdma.WorkRequest{ID: 1, Op: rdma.OpRead, Local: rdma.LocalSGE(g2.local, 0, 8), Remote: g2.at(r, 0)}
+			require.Equal(t, rdma.StatusSuccess, do(t, g2.a, g2.cqA, rd).Status, "the second QP's own read grant")
+			before := bytes.Clone(r.Bytes())
+			wr := rdma.WorkRequest{ID: 9, Op: op, Local: rdma.LocalSGE(g2.local, 0, 8), Remote: g1.at(r, 8), Add: 1,
+				Compare: u64(r.Bytes()[8:]), Swap: 7, Imm: 3}
+			if op == rdma.OpWriteImm {
+				require.NoError(t, g2.b.PostRecv(&rdma.RecvRequest{ID: 1}))
+			}
+			assert.Equal(t, rdma.StatusRemoteAccess, do(t, g2.a, g2.cqA, wr).Status, "%s with another QP's rkey", op)
+			assert.Equal(t, before, r.Bytes(), "memory changed through another QP's grant")
+			waitState(t, g2.a, rdma.QPError)
+		})
+	}
+}
+
+// A confined QP granted 64 bytes of a region (a window of it): the
+// region's own rkey reaches nothing outside that range on it, for every op,
+// the memory untouched and the QP to ERR; inside the range it works only
+// where the grant names the region by that very rkey (shm, tcp), and fails
+// where a region's own rkey grants nothing (Caps.GrantOnly: verbs with
+// memory windows), so an rkey sniffed from a descriptor is of no use.
+func testGrantRegionKey(t *testing.T, p Provider) {
+	devA, devB := openDevice(t, p), openDevice(t, p)
+	if !devB.Caps().GrantPerQP {
+		t.Skipf("%s cannot confine a queue pair (Caps.GrantPerQP false)", p.Name)
+	}
+	skipDeviceWideKeys(t, p, devB)
+	const off, n = 2048, 64
+	r := targetRegion(t, devB, rdma.AccessRemote)
+	open := func(t *testing.T) (*granted, rdma.RemoteRegion) {
+		t.Helper()
+		g := &granted{rr: map[rdma.MemoryRegion]rdma.RemoteRegion{}}
+		var err error
+		g.cqA, err = devA.CreateCQ(64)
+		require.NoError(t, err)
+		g.cqB, err = devB.CreateCQ(64)
+		require.NoError(t, err)
+		g.a, err = devA.CreateQP(rdma.QPConfig{SendCQ: g.cqA, RecvCQ: g.cqA, SendDepth: 16, RecvDepth: 4})
+		require.NoError(t, err)
+		g.b, err = devB.CreateQP(rdma.QPConfig{SendCQ: g.cqB, RecvCQ: g.cqB, SendDepth: 16, RecvDepth: 4, Confined: true})
+		require.NoError(t, err)
+		rr, err := g.b.GrantRange(r, off, n, rdma.AccessRemote)
+		require.NoError(t, err)
+		connect(t, g.a, g.b)
+		g.local, err = devA.RegisterMemory(4096, rdma.AccessLocalWrite)
+		require.NoError(t, err)
+		fillRandom(t, g.local.Bytes())
+		return g, rr
+	}
+	own := func(at int) rdma.RemoteAddr { return remote(r, at) } // the region's own rkey, as its descriptor carries it
+	for _, c := range []struct {
+		name string
+		op   rdma.Opcode
+		at   int
+	}{
+		{"WriteRegionStart", rdma.OpWrite, 0},
+		{"WriteAfterRange", rdma.OpWrite, off + n},
+		{"ReadBeforeRange", rdma.OpRead, off - 64},
+		{"AtomicAfterRange", rdma.OpFetchAndAdd, off + n},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, _ := open(t)
+			before := bytes.Clone(r.Bytes())
+			wr := rdma.WorkRequest{ID: 7, Op: c.op, Local: rdma.LocalSGE(g.local, 0, 8), Remote: own(c.at), Add: 1}
+			assert.Equal(t, rdma.StatusRemoteAccess, do(t, g.a, g.cqA, wr).Status, "%s at %d by the region's own rkey", c.op, c.at)
+			assert.Equal(t, before, r.Bytes(), "memory outside the QP's grant changed")
+			waitState(t, g.a, rdma.QPError)
+		})
+	}
+	t.Run("InsideRange", func(t *testing.T) {
+		g, rr := open(t)
+		before := bytes.Clone(r.Bytes())
+		wr := rdma.WorkRequest{ID: 8, Op: rdma.OpWrite, Local: rdma.LocalSGE(g.local, 0, 8), Remote: own(off)}
+		st := do(t, g.a, g.cqA, wr).Status
+		switch {
+		case devB.Caps().GrantOnly:
+			require.NotEqual(t, r.RKey(), rr.RKey, "a grant-only device names a grant by its own rkey")
+			assert.Equal(t, rdma.StatusRemoteAccess, st, "the region's own rkey on a grant-only device")
+			assert.Equal(t, before, r.Bytes())
+			waitState(t, g.a, rdma.QPError)
+		default:
+			require.Equal(t, r.RKey(), rr.RKey, "%s names a grant by the region's rkey (checked per QP)", p.Name)
+			assert.Equal(t, rdma.StatusSuccess, st, "inside the grant, named as the grant names it")
+			assert.Equal(t, g.local.Bytes()[:8], r.Bytes()[off:off+8])
+		}
 	})
 }

@@ -14,10 +14,15 @@
 // Per-QP grants (rdma.QueuePair.Grant, GrantRange) are type 2 memory
 // windows, bound to the granted QP by an IBV_WR_BIND_MW once it is in RTS
 // (a grant made before Connect is bound at its end); Caps().GrantPerQP is
-// set when the device reports IBV_DEVICE_MEM_WINDOW_TYPE_2B, and regions
-// with remote rights are then registered with IBV_ACCESS_MW_BIND. A
-// window's rkey works on its QP only; the region's own rkey stays valid on
-// every QP of the protection domain (SECURITY.md).
+// set when the device reports IBV_DEVICE_MEM_WINDOW_TYPE_2B. A window's
+// rkey works on its QP only. Such a device also sets Caps().GrantOnly:
+// regions with remote rights are registered for local access and
+// IBV_ACCESS_MW_BIND only, so the region's own rkey (RKey, Remote) grants
+// no remote access on any QP, and a QP never granted anything reaches
+// nothing (SECURITY.md). Config.OpenRegions registers them with their
+// remote rights instead (the region's rkey then works on every QP of the
+// protection domain, as on a device without type 2B windows), for code
+// whose peers name regions by their own rkeys.
 //
 // Verbs atomics may be atomic only against other atomics of the same NIC
 // (IBV_ATOMIC_HCA); Caps().Atomic reports what the device grants, and a device
@@ -28,9 +33,15 @@ import "github.com/rs/zerolog"
 
 // Config selects the device and port.
 type Config struct {
-	HostID   string         // default: hostname
-	Device   string         // device name such as "mlx5_0"; default: the first
-	Port     int            // port number; default 1
-	GIDIndex int            // GID table index for RoCE; default 0
-	Logger   zerolog.Logger // control paths only
+	HostID   string // default: hostname
+	Device   string // device name such as "mlx5_0"; default: the first
+	Port     int    // port number; default 1
+	GIDIndex int    // GID table index for RoCE; default 0
+	// OpenRegions: give a region's own rkey its remote rights even where
+	// memory windows confine QPs (Caps.GrantOnly false): every QP of the
+	// protection domain then reaches every remote region by its rkey.
+	// Only for peers that are never granted (the conformance suite's
+	// general cases); tickbus itself grants every peer.
+	OpenRegions bool
+	Logger      zerolog.Logger // control paths only
 }

@@ -283,12 +283,16 @@ func Open(cfg Config) (rdma.Device, error) {
 		// Type 2B windows are bound to one QP (grant.go).
 		GrantPerQP: attr.device_cap_flags&C.IBV_DEVICE_MEM_WINDOW_TYPE_2B != 0,
 	}
+	// With them, a region's own rkey grants nothing remote (register):
+	// only windows do, each on its QP.
+	d.caps.GrantOnly = d.caps.GrantPerQP && !cfg.OpenRegions
 	if d.pd = C.ibv_alloc_pd(d.ctx); d.pd == nil {
 		d.Close()
 		return nil, fmt.Errorf("verbs: alloc pd on %s failed", cfg.Device)
 	}
 	d.log.Info().Str("device", cfg.Device).Int("port", cfg.Port).Uint16("lid", d.lid).
-		Uint32("mtu", d.mtu).Str("atomic", fmt.Sprint(d.caps.Atomic)).Bool("grant_per_qp", d.caps.GrantPerQP).Msg("verbs device open")
+		Uint32("mtu", d.mtu).Str("atomic", fmt.Sprint(d.caps.Atomic)).Bool("grant_per_qp", d.caps.GrantPerQP).
+		Bool("grant_only", d.caps.GrantOnly).Msg("verbs device open")
 	return d, nil
 }
 
@@ -321,10 +325,20 @@ func (d *Device) Provider() string { return rdma.ProviderVerbs }
 func (d *Device) HostID() string   { return d.cfg.HostID }
 func (d *Device) Caps() rdma.Caps  { return d.caps }
 
-func accessFlags(a rdma.Access) C.int {
+// accessFlags are the ibv_access_flags of a memory region giving a. With
+// grantOnly the region's own rkey gets no remote right: local access and
+// window binds only (local write too where a window may grant remote write
+// or atomics, which verbs requires of the region under such a window).
+func accessFlags(a rdma.Access, grantOnly bool) C.int {
 	var f C.int
 	if a&(rdma.AccessLocalWrite|rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) != 0 {
 		f |= C.IBV_ACCESS_LOCAL_WRITE // verbs requires it with remote write or atomic
+	}
+	if grantOnly {
+		if a&rdma.AccessRemote != 0 {
+			f |= C.IBV_ACCESS_MW_BIND
+		}
+		return f
 	}
 	if a.Has(rdma.AccessRemoteWrite) {
 		f |= C.IBV_ACCESS_REMOTE_WRITE
@@ -371,7 +385,11 @@ func (d *Device) register(mem []byte, access rdma.Access, owned *shmem.Mapping) 
 	if access&(rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) != 0 {
 		access |= rdma.AccessLocalWrite
 	}
-	flags := accessFlags(access)
+	// Where the device confines QPs, the region's own rkey reaches nothing
+	// remote (Caps.GrantOnly): a peer reaches it only through a memory
+	// window bound to its QP (grant.go), so a descriptor sniffed off the
+	// control plane, carrying the region's rkey, is of no use on any QP.
+	flags := accessFlags(access, d.caps.GrantOnly)
 	if d.caps.GrantPerQP && access&rdma.AccessRemote != 0 {
 		flags |= C.IBV_ACCESS_MW_BIND // memory windows may be bound over it (grant.go)
 	}
