@@ -91,7 +91,9 @@
 // # Receiving
 //
 // The ring's Reader spins (through the caller's IdleStrategy) on
-// slot[next].stamp:
+// slot[next].stamp (and, in a slot of two lines or more, loads the second
+// line beside it and discards the value, so that a tick spanning two
+// lines arrives in one cross-core miss, not two in a row):
 //
 //   - == next: deliver, advance. Lossy rings copy the slot out and deliver
 //     the copy only if the stamp is unchanged afterwards, so a torn tick is
