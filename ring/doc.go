@@ -91,9 +91,7 @@
 // # Receiving
 //
 // The ring's Reader spins (through the caller's IdleStrategy) on
-// slot[next].stamp (and, in a slot of two lines or more, loads the second
-// line beside it and discards the value, so that a tick spanning two
-// lines arrives in one cross-core miss, not two in a row):
+// slot[next].stamp:
 //
 //   - == next: deliver, advance. Lossy rings copy the slot out and deliver
 //     the copy only if the stamp is unchanged afterwards, so a torn tick is
