@@ -23,8 +23,12 @@ import (
 //     the publishing goroutine: Rehome finds or becomes the next home, a
 //     new writer is connected to it, every subscriber's queue pair moves to
 //     it, and the publish is retried once. If no home is reachable within
-//     Config.FailoverTimeout the publish returns ErrNoHome; the next one
-//     tries again.
+//     Config.FailoverTimeout, or the retry fails the same way, the publish
+//     returns ErrNoHome; the next one tries again. A home that does not
+//     answer (ErrTimeout) is no different: an unanswered claim is never
+//     written (subscribers report its sequence as a gap, never silently),
+//     and a publish ends in ErrNoHome, never in an error that would stop a
+//     feed with the home's link broken.
 //
 // The retired writer, its queue pair and an earlier home of ours are
 // closed at Close (a write still in flight may read their memory).
@@ -96,7 +100,9 @@ func (p *Publisher) publishErr(err error) error {
 	switch err {
 	case ring.ErrPayloadTooLarge:
 		return ErrTooLarge
-	case ring.ErrFenced, ring.ErrHomeFailed:
+	case ring.ErrFenced, ring.ErrHomeFailed, ring.ErrTimeout:
+		// failover ran and found no home that answers (or the retry on the
+		// new writer failed again): retryable, as documented above
 		return ErrNoHome
 	}
 	return err

@@ -199,7 +199,9 @@ type QueuePair interface {
 	// that reaches outside that range completes with StatusRemoteAccess,
 	// the memory untouched (on verbs: a memory window bound to the range;
 	// on shm the peer maps only the pages the range covers and checks the
-	// range; on tcp the responder checks it). A queue pair holds one range
+	// range, and is handed the memory of only the grant units the range
+	// covers (MemoryConfig), or, of memory not in units, the whole
+	// region's; on tcp the responder checks it). A queue pair holds one range
 	// per region: a later grant of the same region must name the same
 	// range (its rights add up), else it fails with ErrGrant.
 	GrantRange(mr MemoryRegion, off, n int, access Access) (RemoteRegion, error)

@@ -7,6 +7,11 @@
 //   - A Device registers memory and returns a MemoryRegion with an lkey, an
 //     rkey and the Access it grants. A RemoteRegion{Addr, RKey, Len} is what
 //     travels to peers.
+//   - A QueuePair's peer reaches only what it was granted (Grant,
+//     GrantRange). Memory may be backed in grant units (MemoryConfig:
+//     AllocMemory, then Device.Register on each device; or RegisterMemory),
+//     so that a provider whose peers map what they are granted (shm) hands
+//     a range grant's peer only the units the range covers.
 //   - A QueuePair is reliable-connected. LocalEndpoint is what the peer needs;
 //     Connect walks RESET → INIT → RTR → RTS; an error moves it to ERR, after
 //     which every posted request completes with StatusFlushed.

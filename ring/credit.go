@@ -89,7 +89,9 @@ func (r *Reader) RemoveCredit(publisherID uint32) error {
 // cell d is, as AddTarget returned it), write access to that one cell and
 // nothing else of the writer's memory: a reliable subscriber's credit QP
 // (confined, granted before it connects) cannot touch another subscriber's
-// cell. It returns the CreditDesc to hand the subscriber: the cell as the
+// cell. Each cell is a grant unit of its own (creditStride), so on shm
+// the peer is handed only its own cell's page, and cannot map another's
+// even if it tries. It returns the CreditDesc to hand the subscriber: the cell as the
 // grant names it (on verbs a memory window's rkey). On a device that cannot
 // confine a queue pair (rdma.ErrNotSupported) it returns d: every queue
 // pair of the device reaches every cell there.
@@ -109,22 +111,23 @@ func (w *Writer) GrantCredit(qp rdma.QueuePair, dev rdma.Device, d CreditDesc) (
 	}
 	base := regs.credits.Remote()
 	off := d.Cell.Addr - base.Addr
-	if d.Cell.RKey != base.RKey || d.Cell.Addr < base.Addr || off%CreditCellSize != 0 || off >= base.Len {
+	stride := uint64(creditStride)
+	if d.Cell.RKey != base.RKey || d.Cell.Addr < base.Addr || off%stride != 0 || off >= base.Len {
 		return CreditDesc{}, fmt.Errorf("%w: credit cell at %#x rkey %#x is not one of this writer's on %s", ErrNoTarget, d.Cell.Addr, d.Cell.RKey, dev.Provider())
 	}
 	inUse := false
 	for _, t := range w.targets.Load().all {
-		inUse = inUse || (t.cell != nil && t.cellIdx == int(off/CreditCellSize))
+		inUse = inUse || (t.cell != nil && t.cellIdx == int(off/stride))
 	}
 	if !inUse {
-		return CreditDesc{}, fmt.Errorf("%w: credit cell %d is no target's", ErrNoTarget, off/CreditCellSize)
+		return CreditDesc{}, fmt.Errorf("%w: credit cell %d is no target's", ErrNoTarget, off/stride)
 	}
 	rr, err := qp.GrantRange(regs.credits, int(off), 8, rdma.AccessRemoteWrite)
 	if errors.Is(err, rdma.ErrNotSupported) {
 		return d, nil
 	}
 	if err != nil {
-		return CreditDesc{}, fmt.Errorf("ring: grant credit cell %d to QP %d: %w", off/CreditCellSize, qp.Num(), err)
+		return CreditDesc{}, fmt.Errorf("ring: grant credit cell %d to QP %d: %w", off/stride, qp.Num(), err)
 	}
 	d.Cell = rr
 	return d, nil

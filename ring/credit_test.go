@@ -2,6 +2,7 @@ package ring
 
 import (
 	"context"
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/rdma/shm/shmtest"
 	"github.com/tickbus/tickbus/rdma/tcp"
 )
 
@@ -107,4 +109,47 @@ func TestWriter_GrantCredit_EachCreditQPReachesItsOwnCellOnly(t *testing.T) {
 			require.Eventually(t, func() bool { return rq2.State() == rdma.QPError }, 10*time.Second, time.Millisecond)
 		})
 	}
+}
+
+// On shm a subscriber's credit QP peer that ignores its grant (keeps and
+// maps every memfd it is sent) holds its own cell's page and nothing else
+// of the writer's memory: not another subscriber's cell.
+func TestWriter_GrantCredit_ShmPeerHoldsItsOwnCellPageOnly(t *testing.T) {
+	dev := openDev(t)
+	tp := newTopoOn(t, dev, HomeConfig{}, WriterConfig{})
+	rc := RingConfig{Slots: 64, Mode: Reliable, GapTimeout: -1, CQ: newCQ(t, dev, 64)}
+	var cds [3]CreditDesc
+	for i := range cds {
+		r, err := NewRing(dev, rc)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.Close() })
+		wq, _ := qpPair(t, dev, tp.wcq, dev, newCQ(t, dev, 64))
+		cds[i], err = tp.w.AddTarget(Target{ID: uint64(i), QP: wq, Ring: r.Desc()})
+		require.NoError(t, err)
+	}
+	marks := map[uint64]uint64{}
+	for _, tg := range tp.w.targets.Load().all {
+		marks[tg.id] = 0x5a5a000000000000 | tg.id<<8 | 0x77
+		tg.cell.Next.Store(marks[tg.id])
+	}
+	wcq := newCQ(t, dev, 8)
+	wq, err := dev.CreateQP(rdma.QPConfig{SendCQ: wcq, RecvCQ: wcq, SendDepth: 4, RecvDepth: 1, Confined: true})
+	require.NoError(t, err)
+	_, err = tp.w.GrantCredit(wq, dev, cds[1])
+	require.NoError(t, err)
+	held, err := shmtest.Hostile(wq)
+	require.NoError(t, err)
+	total, own := 0, false
+	for _, h := range held {
+		t.Cleanup(h.Close)
+		total += len(h.Mem)
+		for o := 0; o+8 <= len(h.Mem); o += 8 {
+			v := binary.LittleEndian.Uint64(h.Mem[o:])
+			own = own || v == marks[1]
+			assert.NotEqual(t, marks[0], v, "the peer holds subscriber 0's cell")
+			assert.NotEqual(t, marks[2], v, "the peer holds subscriber 2's cell")
+		}
+	}
+	assert.True(t, own, "the peer holds its own cell")
+	assert.Equal(t, creditStride, total, "the peer holds one page: its own cell's")
 }

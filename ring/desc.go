@@ -83,7 +83,7 @@ func (d HomeDesc) validate() error {
 		return fmt.Errorf("%w: home journal of %d slots of %d bytes, want a power of two up to %d slots of a multiple of 64 in %d..%d bytes",
 			ErrMalformed, d.JournalSlots, d.SlotSize, MaxSlots, MinSlotSize, MaxSlotSize)
 	}
-	return checkRegion(d.Region, uint64(regionSize(int(d.JournalSlots), int(d.SlotSize))))
+	return checkRegion(d.Region, uint64(homeSize(int(d.JournalSlots), int(d.SlotSize))))
 }
 
 // AppendBinary appends the wire form of d to b.

@@ -12,7 +12,7 @@ import (
 
 func sampleHome() HomeDesc {
 	return HomeDesc{Epoch: 0xabc, Start: 1, JournalSlots: 64, SlotSize: 128,
-		Region: rdma.RemoteRegion{Addr: 0x7f0000000000, RKey: 5, Len: uint64(regionSize(64, 128))}}
+		Region: rdma.RemoteRegion{Addr: 0x7f0000000000, RKey: 5, Len: uint64(homeSize(64, 128))}}
 }
 
 func sampleRing() RingDesc {

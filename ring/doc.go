@@ -22,16 +22,19 @@
 //	      | solo u64: a solo writer's next |         | pad to 128                     |
 //	      | (0: none; solo.go), pad to 128 |         |                                |
 //	+256  +--------------------------------+   +256  +--------------------------------+
-//	      | journal slot[0 .. J-1]         |         | slot[0 .. N-1]                 |
-//	      +--------------------------------+         +--------------------------------+
+//	      | unused to 64 KiB (the counter's|         | slot[0 .. N-1]                 |
+//	      | grant unit ends here)          |         +--------------------------------+
+//	+64Ki +--------------------------------+
+//	      | journal slot[0 .. J-1]         |
+//	      +--------------------------------+
 //
 //	slot (slot size bytes, a multiple of 64)     credit region (a writer's), one cell per
-//	+0   stamp      u64  == seq, written LAST     reliable target, CreditCellSize each:
-//	+8   publish ns i64                           +0   next u64: the subscriber delivered
-//	+16  len        u32  payload bytes                  every sequence below next
-//	+20  type       u16  application's                  (written by its reader via RDMA)
-//	+22  flags      u16  FlagSkip | user bits     +8   pad to 128
-//	+24  publisher  u32
+//	+0   stamp      u64  == seq, written LAST     reliable target, CreditCellSize each,
+//	+8   publish ns i64                           creditStride (a page) apart:
+//	+16  len        u32  payload bytes           +0   next u64: the subscriber delivered
+//	+20  type       u16  application's                 every sequence below next
+//	+22  flags      u16  FlagSkip | user bits          (written by its reader via RDMA)
+//	+24  publisher  u32                          +8   pad to 128, page unused
 //	+28  check      u32  headerCheck(seq, fields)
 //	+32  payload    len bytes
 //
@@ -144,7 +147,10 @@
 // When a ring looks full by its cell, the writer also READs the ring's head
 // (line 1 of the ring region, stored by the reader after every advancing
 // poll): a subscriber that never attached the cell still gets flow control,
-// at one READ per look instead of none.
+// at one READ per look instead of none. Each cell is a page and a grant
+// unit of its own (rdma.MemoryConfig), and each subscriber's credit QP is
+// granted its own cell only (Writer.GrantCredit): on shm it is handed that
+// page's memfd and no other.
 //
 // # Descriptors
 //

@@ -73,8 +73,12 @@ func NewHome(dev rdma.Device, cfg HomeConfig) (*Home, error) {
 		return nil, fmt.Errorf("%w: JournalSlots %d / SlotSize %d, want a power of two up to %d (or 0) / a multiple of 64 in %d..%d",
 			ErrInvalidConfig, cfg.JournalSlots, cfg.SlotSize, MaxSlots, MinSlotSize, MaxSlotSize)
 	}
-	size := regionSize(cfg.JournalSlots, cfg.SlotSize)
-	mr, err := dev.RegisterMemory(size, rdma.AccessLocalWrite|rdma.AccessRemote)
+	size := homeSize(cfg.JournalSlots, cfg.SlotSize)
+	// The counter's unit (header, counter, solo word) apart from the
+	// journal's: a peer granted the counter word (the fence) is handed the
+	// first and not the journal (on shm; elsewhere grants are exact).
+	mr, err := rdma.RegisterMemory(dev, size, rdma.AccessLocalWrite|rdma.AccessRemote,
+		rdma.MemoryConfig{GrantUnit: HomeJournalOffset, GrantUnits: 1})
 	if err != nil {
 		return nil, fmt.Errorf("ring: register home of %d bytes: %w", size, err)
 	}

@@ -61,7 +61,7 @@ func (r *Reader) SetJournal(dev rdma.Device, qp rdma.QueuePair, home HomeDesc, t
 		return fmt.Errorf("ring: register journal buffer: %w", err)
 	}
 	j := &journal{qp: qp, mr: mr, desc: home, mask: uint64(home.JournalSlots - 1),
-		base: home.Region.Addr + offSlots, timeout: timeout}
+		base: home.Region.Addr + offJournal, timeout: timeout}
 	ss := int(home.SlotSize)
 	for i, w := range []struct{ local, n int }{{0, 8}, {8, ss}, {8 + ss, 8}} {
 		j.wr[i] = rdma.WorkRequest{ID: idRecover, Op: rdma.OpRead, Flags: rdma.FlagSignaled,

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"os"
 	"sync/atomic"
 	"unsafe"
 )
@@ -38,6 +39,19 @@ const (
 
 	// CreditCellSize is one reliable subscriber's credit cell at a writer.
 	CreditCellSize = LineSize
+
+	// HomeJournalOffset is where a home's journal starts: everything before
+	// it (the header, the counter and the solo word, padding) is one grant
+	// unit (rdma.MemoryConfig), so the fence grant of the counter word
+	// hands its peer that unit only, not the journal. 64 KiB: a multiple of
+	// every page size tickbus runs with, and the same on every host (the
+	// offset is not in HomeDesc).
+	HomeJournalOffset = 64 << 10
+
+	// MaxCreditCells bounds a writer's credit cells (WriterConfig.MaxTargets):
+	// each is a page and a memfd of its own on shm, mapped once in every
+	// process it is granted to.
+	MaxCreditCells = 4096
 
 	regionMagicHome = 0x4d484254 // "TBHM"
 	regionMagicRing = 0x47524254 // "TBRG"
@@ -81,6 +95,13 @@ type slotHeader struct {
 	Check     uint32 // headerCheck(seq, fields): catches garbage and torn headers
 }
 
+// creditStride is the distance between a writer's credit cells: a
+// page, so that each cell is a grant unit of its own (rdma.MemoryConfig)
+// and a subscriber's credit QP, granted its own cell, is handed memory of
+// that cell only (64 cells, the default: 256 KiB with 4 KiB pages; at most
+// MaxCreditCells: 16 MiB). The rest of each page is unused.
+var creditStride = os.Getpagesize()
+
 // creditCell is one reliable subscriber's consumed position at a writer:
 // the subscriber's reader WRITEs it through its QP; the writer loads it.
 type creditCell struct {
@@ -91,8 +112,9 @@ type creditCell struct {
 // Offsets into a region.
 const (
 	offHeader  = 0
-	offHot     = LineSize // counter (home) or head (ring)
-	offSlots   = RegionHeaderSize
+	offHot     = LineSize          // counter (home) or head (ring)
+	offSlots   = RegionHeaderSize  // ring slots
+	offJournal = HomeJournalOffset // home journal slots
 	offStamp   = 0
 	offBody    = 8 // first byte after the stamp: the rest of the header, then payload
 	offPayload = SlotHeaderSize
@@ -128,8 +150,13 @@ const (
 	FlagsUser uint16 = 0xff00
 )
 
-// regionSize is the byte size of a region of slots slots of slotSize bytes.
+// regionSize is the byte size of a ring region of slots slots of slotSize
+// bytes.
 func regionSize(slots, slotSize int) int { return RegionHeaderSize + slots*slotSize }
+
+// homeSize is the byte size of a home region whose journal has slots slots
+// of slotSize bytes.
+func homeSize(slots, slotSize int) int { return HomeJournalOffset + slots*slotSize }
 
 func isPow2(n uint64) bool { return n != 0 && n&(n-1) == 0 }
 

@@ -77,7 +77,8 @@ type WriterConfig struct {
 	// SignalEvery: one WRITE in this many per QP is signalled; keep it at
 	// most half the QPs' send depth. Default 16.
 	SignalEvery int
-	// MaxTargets bounds the reliable targets (credit cells). Default 64.
+	// MaxTargets bounds the reliable targets (credit cells), 1..MaxCreditCells.
+	// Each cell is a page of its own (a grant unit: see ring/doc.go). Default 64.
 	MaxTargets int
 	// Timeout bounds every wait: a claim's completion (ErrTimeout), room at
 	// reliable subscribers (ErrBackPressure), a full send queue. Default 1s.
@@ -162,8 +163,8 @@ func (c *WriterConfig) setDefaults() error {
 		return fmt.Errorf("%w: StagingSlots %d, want %d (2×MaxBatch)..%d", ErrInvalidConfig, c.StagingSlots, 2*c.MaxBatch, 1<<20)
 	case c.SignalEvery < 1 || c.SignalEvery > 1<<16:
 		return fmt.Errorf("%w: SignalEvery %d, want 1..65536", ErrInvalidConfig, c.SignalEvery)
-	case c.MaxTargets < 1 || c.MaxTargets > 1<<16:
-		return fmt.Errorf("%w: MaxTargets %d, want 1..65536", ErrInvalidConfig, c.MaxTargets)
+	case c.MaxTargets < 1 || c.MaxTargets > MaxCreditCells:
+		return fmt.Errorf("%w: MaxTargets %d, want 1..%d", ErrInvalidConfig, c.MaxTargets, MaxCreditCells)
 	case c.Timeout < 0:
 		return fmt.Errorf("%w: Timeout %v, want > 0", ErrInvalidConfig, c.Timeout)
 	}
@@ -252,6 +253,7 @@ type Writer struct {
 	mu        sync.Mutex
 	dev       rdma.Device
 	regs      map[rdma.Device]*devRegs
+	cells     *rdma.Memory // the credit cells, one grant unit each, registered on every device
 	cellsMem  []byte
 	cellsFree []int
 	nCells    int
@@ -344,7 +346,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	w.stg = regs.staging.Bytes()
 	w.stgAddr = regs.staging.Addr()
 	w.lkey = regs.staging.LKey()
-	w.cellsMem = regs.credits.Bytes()
+	w.cellsMem = w.cells.Bytes()
 	binary.LittleEndian.PutUint64(w.stg[stgBusy:], StampBusy)
 	w.stgImages = stgImagesOff(w.stgN)
 	w.bulk = cfg.Device.Caps().MaxMsgSize >= cfg.MaxBatch*w.stgSlot
@@ -353,7 +355,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	}
 	if cfg.Home.JournalSlots > 0 {
 		w.journal = &target{id: ^uint64(0), qp: cfg.HomeQP, cq: cfg.CQ, qpn: w.homeQPN, rkey: cfg.Home.Region.RKey,
-			lkey: regs.staging.LKey(), base: cfg.Home.Region.Addr + offSlots, mask: uint64(cfg.Home.JournalSlots - 1),
+			lkey: regs.staging.LKey(), base: cfg.Home.Region.Addr + offJournal, mask: uint64(cfg.Home.JournalSlots - 1),
 			slotSize: uint64(cfg.Home.SlotSize), slots: uint64(cfg.Home.JournalSlots), lossy: true, journal: true}
 		w.journal.bp, _ = cfg.HomeQP.(rdma.BatchPoster)
 	}
@@ -381,8 +383,17 @@ func (w *Writer) registerOn(dev rdma.Device) (*devRegs, error) {
 		if r.staging, err = dev.RegisterMemory(stgSize, rdma.AccessLocalWrite); err != nil {
 			return nil, fmt.Errorf("ring: register staging of %d bytes: %w", stgSize, err)
 		}
-		if r.credits, err = dev.RegisterMemory(w.maxTargets()*CreditCellSize, rdma.AccessLocalWrite|rdma.AccessRemoteWrite); err != nil {
+		// The cells, each a page of its own, backed as a grant unit of
+		// its own, so the credit QP granted one cell can map no other
+		// (rdma.MemoryConfig): registered alike on every device.
+		if w.cells, err = rdma.AllocMemory("credit-cells", w.maxTargets()*creditStride,
+			rdma.MemoryConfig{GrantUnit: creditStride, GrantUnits: w.maxTargets()}); err != nil {
 			_ = r.staging.Close()
+			return nil, fmt.Errorf("ring: allocate credit cells: %w", err)
+		}
+		if r.credits, err = dev.Register(w.cells.Bytes(), rdma.AccessLocalWrite|rdma.AccessRemoteWrite); err != nil {
+			_ = r.staging.Close()
+			_ = w.cells.Close()
 			return nil, fmt.Errorf("ring: register credit cells: %w", err)
 		}
 	} else {
@@ -452,13 +463,13 @@ func (w *Writer) AddTarget(t Target) (CreditDesc, error) {
 		// (GrantCredit).
 		nt.cellIdx = w.cellsFree[len(w.cellsFree)-1]
 		w.cellsFree = w.cellsFree[:len(w.cellsFree)-1]
-		nt.cell = at[creditCell](w.cellsMem, nt.cellIdx*CreditCellSize)
+		nt.cell = at[creditCell](w.cellsMem, nt.cellIdx*creditStride)
 		// Before the target is published and before the subscriber learns
 		// the cell: the ring's reader starts at Start.
 		nt.cell.Next.Store(t.Ring.Start) // pairs with the writer's Load in computeLimit
 		cell := regs.credits.Remote()
 		cd = CreditDesc{PublisherID: w.pub, Epoch: w.epoch, Cell: rdma.RemoteRegion{
-			Addr: cell.Addr + uint64(nt.cellIdx*CreditCellSize), RKey: cell.RKey, Len: 8}}
+			Addr: cell.Addr + uint64(nt.cellIdx*creditStride), RKey: cell.RKey, Len: 8}}
 	}
 	nl := &targetList{all: append(append(make([]*target, 0, len(old.all)+1), old.all...), nt), reliable: old.reliable}
 	if nt.cell != nil {
@@ -593,6 +604,9 @@ func (w *Writer) Close() error {
 		}
 		if r := w.regs[w.dev]; r != nil {
 			errs = append(errs, r.staging.Close(), r.credits.Close())
+		}
+		if w.cells != nil {
+			errs = append(errs, w.cells.Close()) // after every region on it
 		}
 		w.closeErr = errors.Join(errs...)
 	})

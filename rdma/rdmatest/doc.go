@@ -82,7 +82,12 @@
 //     (a read-only QP cannot write or add through it); the region's own
 //     rkey reaches nothing outside a QP's grant, and inside it only where
 //     the grant names the region by that rkey (none at all where
-//     Caps().GrantOnly). Skipped, saying why, on a device without
+//     Caps().GrantOnly); of memory in grant units (rdma.AllocMemory and
+//     Register, rdma.RegisterMemory) a range grant works across units,
+//     Direct refuses the ungranted units, and a hostile peer
+//     (Provider.Hostile, shm: one that keeps and maps every memfd it is
+//     sent) holds no file of an ungranted unit, nor a writable one of a
+//     read-only grant. Skipped, saying why, on a device without
 //     Caps().GrantPerQP.
 //   - Close: a QP closed while another goroutine posts to it and its peer's
 //     CQ is polled (the poster ends with ErrClosed, the peer goes to ERR);

@@ -2,6 +2,7 @@ package rdmatest
 
 import (
 	"bytes"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,6 +20,7 @@ var grantTests = []test{
 	{"SubRangeGrant_RestUnreachable", testGrantRange},
 	{"RKeyOfAnotherQPsGrant_CarriesNoneOfItsRights", testGrantOtherQPSameRegion},
 	{"RegionsOwnRKey_ReachesOnlyTheQPsGrant", testGrantRegionKey},
+	{"SubRangeGrant_GrantUnits_RestUnmappable", testGrantUnits},
 }
 
 // granted is two connected QPs (a on devA, b on devB) where b's peer may
@@ -398,6 +400,154 @@ func testGrantRegionKey(t *testing.T, p Provider) {
 			require.Equal(t, r.RKey(), rr.RKey, "%s names a grant by the region's rkey (checked per QP)", p.Name)
 			assert.Equal(t, rdma.StatusSuccess, st, "inside the grant, named as the grant names it")
 			assert.Equal(t, g.local.Bytes()[:8], r.Bytes()[off:off+8])
+		}
+	})
+}
+
+// A region of memory in grant units (rdma.AllocMemory and Register, or
+// rdma.RegisterMemory), granted
+// in part: the peer reaches the granted range (and, mapping directly, no
+// more of it), and a hostile peer that ignores its grants holds no file of
+// any unit the range does not cover, nor a writable one of a read-only
+// grant. Each page starts with a random tag, so a held file that maps a
+// page it was not granted is caught whatever its offset.
+func testGrantUnits(t *testing.T, p Provider) {
+	devA, devB := openDevice(t, p), openDevice(t, p)
+	if !devB.Caps().GrantPerQP {
+		t.Skipf("%s cannot confine a queue pair (Caps.GrantPerQP false)", p.Name)
+	}
+	ps := os.Getpagesize()
+	const units = 4
+	cfg := rdma.MemoryConfig{GrantUnit: ps, GrantUnits: units}
+	t.Run("AllocMemory", func(t *testing.T) {
+		mem, err := rdma.AllocMemory("rdmatest-units", units*ps, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = mem.Close() })
+		r, err := devB.Register(mem.Bytes(), rdma.AccessLocalWrite|rdma.AccessRemote)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.Close() })
+		testGrantUnitsOf(t, p, devA, devB, r)
+	})
+	t.Run("RegisterMemory", func(t *testing.T) {
+		r, err := rdma.RegisterMemory(devB, units*ps, rdma.AccessLocalWrite|rdma.AccessRemote, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.Close() })
+		testGrantUnitsOf(t, p, devA, devB, r)
+	})
+}
+
+// testGrantUnitsOf is testGrantUnits of r, a region of devB of 4 pages in
+// units of a page.
+func testGrantUnitsOf(t *testing.T, p Provider, devA, devB rdma.Device, r rdma.MemoryRegion) {
+	ps := os.Getpagesize()
+	const units, granted = 4, 2
+	off, n := granted*ps+1024, 64
+	fillRandom(t, r.Bytes())
+	tag := func(page int) []byte { return r.Bytes()[page*ps : page*ps+16] }
+
+	confined := func(t *testing.T, access rdma.Access) (rdma.QueuePair, rdma.RemoteRegion) {
+		cq, err := devB.CreateCQ(8)
+		require.NoError(t, err)
+		b, err := devB.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 4, RecvDepth: 1, Confined: true})
+		require.NoError(t, err)
+		rr, err := b.GrantRange(r, off, n, access)
+		require.NoError(t, err)
+		return b, rr
+	}
+
+	t.Run("Honest", func(t *testing.T) {
+		b, rr := confined(t, rdma.AccessRemoteWrite)
+		cq, err := devA.CreateCQ(8)
+		require.NoError(t, err)
+		a, err := devA.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 4, RecvDepth: 1})
+		require.NoError(t, err)
+		connect(t, a, b)
+		local, err := devA.RegisterMemory(4096, rdma.AccessLocalWrite)
+		require.NoError(t, err)
+		fillRandom(t, local.Bytes())
+		wr := rdma.WorkRequest{ID: 1, Op: rdma.OpWrite, Local: rdma.LocalSGE(local, 0, n), Remote: rdma.RemoteAddr{Addr: rr.Addr, RKey: rr.RKey}}
+		require.Equal(t, rdma.StatusSuccess, do(t, a, cq, wr).Status, "a WRITE of the granted range")
+		assert.Equal(t, local.Bytes()[:n], r.Bytes()[off:off+n])
+		if dm, ok := a.(rdma.DirectMapper); ok {
+			for _, page := range []int{0, granted - 1, granted + 1, units - 1} {
+				_, err := dm.Direct(rdma.RemoteRegion{Addr: r.Addr() + uint64(page*ps), RKey: rr.RKey, Len: 8}, rdma.AccessRemoteWrite)
+				assert.ErrorIs(t, err, rdma.ErrDirect, "mapping page %d directly, outside the grant", page)
+			}
+		}
+	})
+	// The memory reads and writes as one across units: a range grant over a
+	// unit boundary, and an unconfined peer's WRITE across every unit.
+	t.Run("AcrossUnits", func(t *testing.T) {
+		local, err := devA.RegisterMemory(units*ps, rdma.AccessLocalWrite)
+		require.NoError(t, err)
+		fillRandom(t, local.Bytes())
+		cq, err := devB.CreateCQ(8)
+		require.NoError(t, err)
+		b, err := devB.CreateQP(rdma.QPConfig{SendCQ: cq, RecvCQ: cq, SendDepth: 4, RecvDepth: 1, Confined: true})
+		require.NoError(t, err)
+		lo, hi := ps+ps/2, 3*ps+8
+		rr, err := b.GrantRange(r, lo, hi-lo, rdma.AccessRemoteWrite)
+		require.NoError(t, err)
+		cqA, err := devA.CreateCQ(8)
+		require.NoError(t, err)
+		a, err := devA.CreateQP(rdma.QPConfig{SendCQ: cqA, RecvCQ: cqA, SendDepth: 4, RecvDepth: 1})
+		require.NoError(t, err)
+		connect(t, a, b)
+		before := bytes.Clone(r.Bytes())
+		wr := rdma.WorkRequest{ID: 1, Op: rdma.OpWrite, Local: rdma.LocalSGE(local, 0, hi-lo), Remote: rdma.RemoteAddr{Addr: rr.Addr, RKey: rr.RKey}}
+		require.Equal(t, rdma.StatusSuccess, do(t, a, cqA, wr).Status, "a WRITE of a range over three units")
+		assert.Equal(t, local.Bytes()[:hi-lo], r.Bytes()[lo:hi])
+		assert.Equal(t, before[:lo], r.Bytes()[:lo], "before the range")
+		assert.Equal(t, before[hi:], r.Bytes()[hi:], "after the range")
+
+		x := newPair(t, p, pairOpts{})
+		mr, err := x.devB.Register(r.Bytes()[ps/2:], rdma.AccessLocalWrite|rdma.AccessRemote)
+		require.NoError(t, err, "register an unaligned part of the units on another device")
+		t.Cleanup(func() { _ = mr.Close() })
+		xl, err := x.devA.RegisterMemory(units*ps, rdma.AccessLocalWrite)
+		require.NoError(t, err)
+		fillRandom(t, xl.Bytes())
+		n := len(mr.Bytes())
+		all := rdma.WorkRequest{ID: 2, Op: rdma.OpWrite, Local: rdma.LocalSGE(xl, 0, n), Remote: remote(mr, 0)}
+		require.Equal(t, rdma.StatusSuccess, do(t, x.a, x.cqA, all).Status, "an unconfined peer's WRITE of every unit")
+		assert.Equal(t, xl.Bytes()[:n], r.Bytes()[ps/2:])
+	})
+	t.Run("Hostile", func(t *testing.T) {
+		if p.Hostile == nil {
+			t.Skipf("%s hands a peer no memory to map (its ops are applied by a responder or the NIC); the Honest case and SubRangeGrant_RestUnreachable cover it", p.Name)
+		}
+		for _, c := range []struct {
+			name   string
+			access rdma.Access
+		}{{"ReadWrite", rdma.AccessRemoteWrite | rdma.AccessRemoteAtomic}, {"ReadOnly", rdma.AccessRemoteRead}} {
+			t.Run(c.name, func(t *testing.T) {
+				b, _ := confined(t, c.access)
+				held, err := p.Hostile(b)
+				require.NoError(t, err)
+				total := 0
+				for _, h := range held {
+					t.Cleanup(h.Close)
+					total += len(h.Mem)
+					if c.access == rdma.AccessRemoteRead {
+						assert.False(t, h.Writable, "a file of a read-only grant can be mapped writable")
+					}
+					for o := 0; o+16 <= len(h.Mem); o += ps {
+						for page := range units {
+							if page != granted {
+								assert.NotEqual(t, tag(page), h.Mem[o:o+16], "a held file maps page %d, not granted (it holds %d bytes)", page, len(h.Mem))
+							}
+						}
+					}
+				}
+				assert.LessOrEqual(t, total, ps, "the peer holds more than the one unit its range covers")
+				found := false
+				for _, h := range held {
+					for o := 0; o+16 <= len(h.Mem); o += ps {
+						found = found || bytes.Equal(h.Mem[o:o+16], tag(granted))
+					}
+				}
+				assert.True(t, found, "the peer does hold the granted unit (else this case proves nothing)")
+			})
 		}
 	})
 }

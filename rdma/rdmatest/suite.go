@@ -16,6 +16,23 @@ type Provider struct {
 	// the peer processes the suite spawns, so it must not depend on a
 	// *testing.T. The suite closes every device it opens.
 	Open func() (rdma.Device, error)
+	// Hostile, if set, plays a hostile peer of the confined queue pair b
+	// (granted, not yet connected): it connects to b as b's peer would,
+	// speaking the provider's control protocol but running none of its
+	// checks, and returns every file of b's device's memory it was handed,
+	// each mapped whole (writable if the file allows it), as a peer that
+	// ignores its grants could map it. Leave it nil for a provider that
+	// hands a peer no memory (tcp: a responder applies every op; verbs:
+	// the NIC does). The suite releases what it returns.
+	Hostile func(b rdma.QueuePair) ([]Held, error)
+}
+
+// Held is one file of a device's memory a hostile peer holds (see
+// Provider.Hostile), mapped whole.
+type Held struct {
+	Mem      []byte
+	Writable bool // the file could be mapped writable (shared)
+	Close    func()
 }
 
 // Run runs every conformance test against p, each as a subtest. If Open

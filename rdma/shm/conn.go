@@ -61,24 +61,72 @@ func (d *Device) checkPeer(c *ctlConn) error {
 	return nil
 }
 
+// fdFrame is a frame and the fd it carries (-1: none).
+type fdFrame struct {
+	f  frame
+	fd int
+}
+
 // send writes one frame, with fd attached when fd ≥ 0, within timeout.
 func (c *ctlConn) send(f frame, fd int, timeout time.Duration) error {
-	var buf [maxFrameSize]byte
-	b := f.appendBinary(buf[:0])
-	var oob []byte
-	if fd >= 0 {
-		oob = unix.UnixRights(fd)
-	}
+	return c.sendMsg([]fdFrame{{f, fd}}, timeout)
+}
+
+// sendMsg writes frames back to back (no other writer between them), each
+// with its fd, within timeout.
+func (c *ctlConn) sendMsg(msg []fdFrame, timeout time.Duration) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := c.c.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
 		return err
 	}
-	n, oobn, err := c.c.WriteMsgUnix(b, oob, nil)
-	if err == nil && (n != len(b) || oobn != len(oob)) {
-		err = fmt.Errorf("shm: short control write %d/%d", n, len(b))
+	for _, m := range msg {
+		var buf [maxFrameSize]byte
+		b := m.f.appendBinary(buf[:0])
+		var oob []byte
+		if m.fd >= 0 {
+			oob = unix.UnixRights(m.fd)
+		}
+		n, oobn, err := c.c.WriteMsgUnix(b, oob, nil)
+		if err == nil && (n != len(b) || oobn != len(oob)) {
+			err = fmt.Errorf("shm: short control write %d/%d", n, len(b))
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	return nil
+}
+
+// recvRegion reads the regionUnit frames that follow add (units-1 of them)
+// and returns the region's memfds, first add's own (fd), and the bytes of
+// the region each backs. On error every fd is closed.
+func (c *ctlConn) recvRegion(add frame, fd int, deadline time.Time) ([]int, []uint64, error) {
+	fds := []int{fd}
+	lens := []uint64{0}
+	var rest uint64
+	for i := uint32(1); i < add.units; i++ {
+		f, ufd, err := c.recv(deadline)
+		if err == nil && (f.typ != frameRegionUnit || f.rkey != add.rkey) {
+			closeFD(ufd)
+			err = fmt.Errorf("%w: %s frame inside region %#x's units", ErrProtocol, f.typ, add.rkey)
+		}
+		if err == nil && f.length >= add.length-rest {
+			closeFD(ufd)
+			err = fmt.Errorf("%w: region %#x's units add up to more than its %d bytes", ErrProtocol, add.rkey, add.length)
+		}
+		if err != nil {
+			for _, fd := range fds {
+				closeFD(fd)
+			}
+			return nil, nil, err
+		}
+		fds = append(fds, ufd)
+		lens = append(lens, f.length)
+		rest += f.length
+	}
+	lens[0] = add.length - rest
+	return fds, lens, nil
 }
 
 // recv reads one frame and the fd it carries (-1 if none). A frame that
@@ -142,17 +190,17 @@ func parseFDs(oob []byte) []int {
 	return fds
 }
 
-// pushLocked sends f (a regionAdd with fd, or a regionDel) to every peer
-// connected to one of our QPs and waits for each ack, so that when it
-// returns every live peer has mapped or unmapped the region. A peer that
-// does not ack within the control timeout loses its connection (its QP and
-// ours go to ERR). Caller holds d.mu.
-func (d *Device) pushLocked(f frame, fd int) {
-	d.pushToLocked(f, fd, func(*QP) bool { return true })
-}
+// delMsg is the regionDel of rkey.
+func delMsg(rkey uint32) []fdFrame { return []fdFrame{{frame{typ: frameRegionDel, rkey: rkey}, -1}} }
 
-// pushToLocked is pushLocked to the peers of the QPs to selects.
-func (d *Device) pushToLocked(f frame, fd int, to func(*QP) bool) {
+// pushToLocked sends msg (a region: regionAdd and its units, or a
+// regionDel) to every peer connected to one of our QPs that to selects and
+// waits for each ack, so that when it returns every live peer has mapped
+// or unmapped the region. A peer that does not ack within the control
+// timeout loses its connection (its QP and ours go to ERR). Caller holds
+// d.mu.
+func (d *Device) pushToLocked(msg []fdFrame, to func(*QP) bool) {
+	f := msg[0].f
 	type pending struct {
 		c *ctlConn
 		q *QP
@@ -165,7 +213,7 @@ func (d *Device) pushToLocked(f frame, fd int, to func(*QP) bool) {
 		if q.State() == rdma.QPClosed {
 			continue // Close closed its connections: nothing to tell its peer
 		}
-		if err := c.send(f, fd, d.timeout); err != nil {
+		if err := c.sendMsg(msg, d.timeout); err != nil {
 			d.log.Warn().Err(err).Uint32("qpn", q.num).Msg("shm: push region to peer failed; closing its connection")
 			c.close()
 			continue

@@ -273,21 +273,58 @@ func TestConnect_LyingAcceptor_ErrorsAndNothingMapped(t *testing.T) {
 		},
 		"region before welcome": func(t *testing.T, c *ctlConn) {
 			m := region(t, 4096)
-			_ = c.send(frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, addr: m.Addr(), length: 4096}, m.Fd(), time.Second)
+			_ = c.send(frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, units: 1, addr: m.Addr(), length: 4096}, m.Fd(), time.Second)
 		},
 		"region past its memfd": func(t *testing.T, c *ctlConn) {
 			q, w := goodQueue(t)
 			_ = c.send(w, q.Fd(), time.Second)
 			m := region(t, 4096)
-			_ = c.send(frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, addr: m.Addr(), length: 8192}, m.Fd(), time.Second)
+			_ = c.send(frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, units: 1, addr: m.Addr(), length: 8192}, m.Fd(), time.Second)
 		},
 		"duplicate rkey": func(t *testing.T, c *ctlConn) {
 			q, w := goodQueue(t)
 			_ = c.send(w, q.Fd(), time.Second)
 			m := region(t, 4096)
-			f := frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, addr: m.Addr(), length: 4096}
+			f := frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, units: 1, addr: m.Addr(), length: 4096}
 			_ = c.send(f, m.Fd(), time.Second)
 			_ = c.send(f, m.Fd(), time.Second)
+		},
+		"units not covered to the end": func(t *testing.T, c *ctlConn) {
+			q, w := goodQueue(t)
+			_ = c.send(w, q.Fd(), time.Second)
+			m1, m2 := region(t, 8192), region(t, 4096)
+			// 4096 bytes of an 8192-byte memfd, then the next memfd: the
+			// mapping would not be the region's bytes.
+			_ = c.sendMsg([]fdFrame{{frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, units: 2, addr: m1.Addr(), length: 8192}, m1.Fd()},
+				{frame{typ: frameRegionUnit, rkey: 1, length: 4096}, m2.Fd()}}, time.Second)
+		},
+		"unit past its memfd": func(t *testing.T, c *ctlConn) {
+			q, w := goodQueue(t)
+			_ = c.send(w, q.Fd(), time.Second)
+			m1, m2 := region(t, 4096), region(t, 4096)
+			_ = c.sendMsg([]fdFrame{{frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, units: 2, addr: m1.Addr(), length: 12288}, m1.Fd()},
+				{frame{typ: frameRegionUnit, rkey: 1, length: 8192}, m2.Fd()}}, time.Second)
+		},
+		"units add up past the region": func(t *testing.T, c *ctlConn) {
+			q, w := goodQueue(t)
+			_ = c.send(w, q.Fd(), time.Second)
+			m1, m2 := region(t, 4096), region(t, 4096)
+			_ = c.sendMsg([]fdFrame{{frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, units: 2, addr: m1.Addr(), length: 4096}, m1.Fd()},
+				{frame{typ: frameRegionUnit, rkey: 1, length: 4096}, m2.Fd()}}, time.Second)
+		},
+		"unit of another region": func(t *testing.T, c *ctlConn) {
+			q, w := goodQueue(t)
+			_ = c.send(w, q.Fd(), time.Second)
+			m1, m2 := region(t, 4096), region(t, 4096)
+			_ = c.sendMsg([]fdFrame{{frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, units: 2, addr: m1.Addr(), length: 8192}, m1.Fd()},
+				{frame{typ: frameRegionUnit, rkey: 2, length: 4096}, m2.Fd()}}, time.Second)
+		},
+		"ready instead of a unit": func(t *testing.T, c *ctlConn) {
+			q, w := goodQueue(t)
+			_ = c.send(w, q.Fd(), time.Second)
+			m1 := region(t, 4096)
+			_ = c.send(frame{typ: frameRegionAdd, rkey: 1, access: rdma.AccessRemote, units: 2, addr: m1.Addr(), length: 8192}, m1.Fd(), time.Second)
+			_ = c.send(frame{typ: frameReady}, -1, time.Second)
 		},
 		"EOF in the snapshot": func(t *testing.T, c *ctlConn) {
 			q, w := goodQueue(t)
@@ -306,6 +343,7 @@ func TestConnect_LyingAcceptor_ErrorsAndNothingMapped(t *testing.T) {
 			ep := fakeAcceptor(t, d, func(c *ctlConn) { script(t, c) })
 			err := q.Connect(ctx5(t), ep)
 			require.Error(t, err)
+			t.Log(err)
 			assert.Equal(t, rdma.QPError, q.State())
 			assert.Nil(t, q.out.Load(), "nothing left mapped")
 			assert.Empty(t, q.remote.Load().m, "nothing left mapped")
@@ -324,7 +362,7 @@ func TestFollow_BadRegionAfterConnect_QPErrors(t *testing.T) {
 		_ = c.send(w, qm.Fd(), time.Second)
 		_ = c.send(frame{typ: frameReady}, -1, time.Second)
 		time.Sleep(20 * time.Millisecond)
-		_ = c.send(frame{typ: frameRegionAdd, rkey: 5, access: rdma.AccessRemote, addr: 4096, length: 4096}, p[0], time.Second)
+		_ = c.send(frame{typ: frameRegionAdd, rkey: 5, access: rdma.AccessRemote, units: 1, addr: 4096, length: 4096}, p[0], time.Second)
 	})
 	require.NoError(t, q.Connect(ctx5(t), ep))
 	require.Eventually(t, func() bool { return q.State() == rdma.QPError }, 5*time.Second, time.Millisecond)
@@ -366,9 +404,9 @@ func TestRegion_ReadOnlyForPeers_GetsReadOnlyFD(t *testing.T) {
 		require.NoError(t, err)
 		return fl & unix.O_ACCMODE
 	}
-	assert.Equal(t, unix.O_RDONLY, mode(ro.(*Region).fd))
-	assert.Equal(t, unix.O_RDWR, mode(rw.(*Region).fd))
-	_, err = unix.Mmap(ro.(*Region).fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	assert.Equal(t, unix.O_RDONLY, mode(ro.(*Region).pieces[0].fd))
+	assert.Equal(t, unix.O_RDWR, mode(rw.(*Region).pieces[0].fd))
+	_, err = unix.Mmap(ro.(*Region).pieces[0].fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	assert.ErrorIs(t, err, unix.EACCES, "a peer cannot map a read-only region writable")
 }
 
@@ -424,7 +462,7 @@ func TestRegisterMemory_SizeSealed(t *testing.T) {
 	d := openTestDevice(t, Config{})
 	mr, err := d.RegisterMemory(4096, rdma.AccessRemote)
 	require.NoError(t, err)
-	fd := mr.(*Region).fd
+	fd := mr.(*Region).pieces[0].fd
 	assert.Error(t, unix.Ftruncate(fd, 0), "nobody can shrink a region's memfd")
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	require.NoError(t, err)

@@ -41,8 +41,15 @@
 //
 // Trust: memfds arrive sealed against shrinking (internal/shmem seals them;
 // an unsealed one is refused, since its sender could truncate it under our
-// mapping), regions no peer may write travel as read-only fds, and every
-// geometry a peer announces is checked against the file before mapping.
+// mapping), regions no peer may write, and read-only grants, travel as
+// read-only fds (reopened through /proc/self/fd with O_RDONLY: mmap
+// PROT_WRITE of them fails with EACCES), and every geometry a peer
+// announces is checked against the files before mapping. Memory in grant
+// units (rdma.MemoryConfig, RegisterMemoryUnits) is one memfd per unit,
+// mapped contiguously with MAP_FIXED; a region travels as the memfds its
+// grant covers, no other (regionAdd, then one regionUnit per further
+// memfd), so a peer granted part of it holds nothing of the other units,
+// whatever it does with what it holds.
 // Peers within the same uid (or Config.AllowUIDs) are trusted not to
 // exhaust memory with huge regions.
 //

@@ -27,10 +27,12 @@ func (q *QP) Grant(mr rdma.MemoryRegion, access rdma.Access) (rdma.RemoteRegion,
 }
 
 // GrantRange is Grant of n bytes at off of mr: the peer is sent the range
-// only (its memfd offset and length), maps the pages that cover it, and
-// its QP refuses every op outside the range (remoteAt). The peer holds the
-// region's memfd, so a hostile process of the uid could map the rest of
-// it; an honest peer, or a buggy one, cannot reach it (see SECURITY.md).
+// only (its geometry and the memfds behind it), maps the pages that cover
+// it, and its QP refuses every op outside the range (remoteAt). Of memory
+// allocated in grant units (rdma.MemoryConfig) the peer is sent only the
+// memfds of the units the range covers, so even a hostile peer can map
+// nothing else of the region; of a region backed by one memfd it holds
+// that memfd, and a hostile peer could map the rest of it (SECURITY.md).
 func (q *QP) GrantRange(mr rdma.MemoryRegion, off, n int, access rdma.Access) (rdma.RemoteRegion, error) {
 	r, ok := mr.(*Region)
 	if !ok || r.dev != q.dev {
@@ -69,11 +71,11 @@ func (q *QP) GrantRange(mr rdma.MemoryRegion, off, n int, access rdma.Access) (r
 	if first { // withdraw the unconfined snapshot
 		for o := range d.regions {
 			if o.access&rdma.AccessRemote != 0 {
-				d.pushToLocked(frame{typ: frameRegionDel, rkey: o.key}, -1, to)
+				d.pushToLocked(delMsg(o.key), to)
 			}
 		}
 	} else if had { // widened: the peer maps it again with the new rights
-		d.pushToLocked(frame{typ: frameRegionDel, rkey: r.key}, -1, to)
+		d.pushToLocked(delMsg(r.key), to)
 	}
 	g.access |= old.access
 	q.grants[r] = g
@@ -93,54 +95,65 @@ func (q *QP) exportGrant(r *Region) grant {
 	return q.grants[r]
 }
 
-// grantFrame is the regionAdd frame of g: the granted bytes of r only.
-func (r *Region) grantFrame(g grant) frame {
-	f := r.addFrame()
-	f.addr += g.off
-	f.fileOff += g.off
-	f.length = g.n
-	f.access = g.access
-	return f
-}
-
-// grantFD returns an fd of r's memfd for a peer granted access, and
-// whether the caller must close it: a read-only one when access gives no
-// remote write or atomics but r's own fd is writable.
-func (r *Region) grantFD(access rdma.Access) (int, bool, error) {
+// grantMsg is the region message of g: the regionAdd of the granted bytes
+// of r, with the memfd behind their first byte, then a regionUnit for each
+// further memfd they cover, and only those (so a peer granted a part of a
+// region in grant units holds no memfd of the rest). The fds are r's own,
+// or, when g gives no remote write or atomics but r's fds are writable,
+// read-only ones opened for the message, which release closes.
+func (r *Region) grantMsg(g grant) (msg []fdFrame, release func(), err error) {
 	writable := r.access&(rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) != 0
-	if !writable || access&(rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) != 0 {
-		return r.fd, false, nil
+	readOnly := writable && g.access&(rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) == 0
+	var opened []int
+	release = func() {
+		for _, fd := range opened {
+			unix.Close(fd)
+		}
 	}
-	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", r.fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, false, fmt.Errorf("shm: read-only fd for region %#x: %w", r.key, err)
+	end := g.off + g.n
+	for _, p := range r.pieces {
+		lo, hi := max(g.off, p.off), min(end, p.off+p.n)
+		if lo >= hi {
+			continue
+		}
+		fd := p.fd
+		if readOnly {
+			if fd, err = dupFD(p.fd, false); err != nil {
+				release()
+				return nil, nil, fmt.Errorf("shm: read-only fd for region %#x: %w", r.key, err)
+			}
+			opened = append(opened, fd)
+		}
+		if len(msg) == 0 {
+			msg = append(msg, fdFrame{frame{typ: frameRegionAdd, rkey: r.key, access: g.access, addr: r.addr + g.off,
+				length: g.n, fileOff: p.fileOff + (lo - p.off)}, fd})
+		} else {
+			msg = append(msg, fdFrame{frame{typ: frameRegionUnit, rkey: r.key, length: hi - lo}, fd})
+		}
 	}
-	return fd, true, nil
+	msg[0].f.units = uint32(len(msg))
+	return msg, release, nil
 }
 
 // sendRegion sends what g grants of r to one peer connection.
 func (r *Region) sendRegion(c *ctlConn, g grant) error {
-	fd, own, err := r.grantFD(g.access)
+	msg, release, err := r.grantMsg(g)
 	if err != nil {
 		return err
 	}
-	if own {
-		defer unix.Close(fd)
-	}
-	return c.send(r.grantFrame(g), fd, r.dev.timeout)
+	defer release()
+	return c.sendMsg(msg, r.dev.timeout)
 }
 
 // pushGrantLocked pushes what g grants of r to the peers of the QPs to
 // selects, and waits for their acks. Caller holds d.mu.
 func (d *Device) pushGrantLocked(r *Region, g grant, to func(*QP) bool) error {
-	fd, own, err := r.grantFD(g.access)
+	msg, release, err := r.grantMsg(g)
 	if err != nil {
 		return err
 	}
-	if own {
-		defer unix.Close(fd)
-	}
-	d.pushToLocked(r.grantFrame(g), fd, to)
+	defer release()
+	d.pushToLocked(msg, to)
 	return nil
 }
 

@@ -354,7 +354,11 @@ func (q *QP) handshake(c *ctlConn, deadline time.Time) (*outQueue, *remoteTable,
 				closeFD(fd)
 				return fail(fmt.Errorf("%w: duplicate rkey or too many regions", ErrProtocol))
 			}
-			r, err := q.dev.mapRegion(peer, f, fd)
+			fds, lens, err := c.recvRegion(f, fd, deadline)
+			if err != nil {
+				return fail(err)
+			}
+			r, err := q.dev.mapRegion(peer, f, fds, lens)
 			if err != nil {
 				return fail(err)
 			}
@@ -388,7 +392,11 @@ func (q *QP) follow(c *ctlConn) {
 		}
 		switch f.typ {
 		case frameRegionAdd:
-			r, err := q.dev.mapRegion(peer, f, fd)
+			var r *remoteRegion
+			fds, lens, err := c.recvRegion(f, fd, time.Time{})
+			if err == nil {
+				r, err = q.dev.mapRegion(peer, f, fds, lens)
+			}
 			if err == nil {
 				err = q.addRemote(f.rkey, r)
 			}

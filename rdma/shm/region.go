@@ -12,17 +12,27 @@ import (
 	"github.com/tickbus/tickbus/rdma"
 )
 
+// piece is one memfd behind a part of a region: mem[off:off+n] is bytes
+// fileOff..fileOff+n of it.
+type piece struct {
+	fd      int // our own dup of the memfd, sent to peers
+	off, n  uint64
+	fileOff uint64
+}
+
 // Region is registered memory of a Device. It implements rdma.MemoryRegion.
 // Its lkey and rkey are the same random nonzero key.
 type Region struct {
-	dev     *Device
-	key     uint32
-	access  rdma.Access
-	mem     []byte
-	addr    uint64
-	owned   *shmem.Mapping // nil when registered over memory it does not own
-	fd      int            // our own dup of the memfd, sent to peers
-	fileOff uint64         // offset of mem[0] in the memfd
+	dev    *Device
+	key    uint32
+	access rdma.Access
+	mem    []byte
+	addr   uint64
+	owned  *shmem.Mapping // nil when registered over memory it does not own
+	// pieces are the memfds behind mem, in order (one unless the memory
+	// was allocated in grant units: rdma.MemoryConfig): a peer is sent
+	// those its grant covers, no other.
+	pieces []piece
 
 	once sync.Once
 	err  error
@@ -48,7 +58,39 @@ func (d *Device) RegisterMemory(size int, access rdma.Access) (rdma.MemoryRegion
 	if err != nil {
 		return nil, fmt.Errorf("shm: register %d bytes: %w", size, err)
 	}
-	r, err := d.register(m.Bytes()[:size], m, m.Fd(), 0, access)
+	r, err := d.register(m.Bytes()[:size], m, m, 0, access)
+	if err != nil {
+		return nil, errors.Join(err, m.Close())
+	}
+	return r, nil
+}
+
+var _ rdma.UnitRegisterer = (*Device)(nil)
+
+// RegisterMemoryUnits is RegisterMemory of memory in grant units
+// (rdma.MemoryConfig): one memfd per unit, so that a peer granted a range
+// is sent the memfds of the units it covers only.
+func (d *Device) RegisterMemoryUnits(size int, access rdma.Access, cfg rdma.MemoryConfig) (rdma.MemoryRegion, error) {
+	if err := d.errIfClosed(); err != nil {
+		return nil, err
+	}
+	if size <= 0 || size > maxRegion {
+		return nil, fmt.Errorf("%w: shm region size %d, want 1..%d", rdma.ErrInvalidConfig, size, maxRegion)
+	}
+	if access&^validAccess != 0 {
+		return nil, fmt.Errorf("%w: shm access %#x", rdma.ErrInvalidConfig, uint32(access))
+	}
+	if err := cfg.Validate(size); err != nil {
+		return nil, err
+	}
+	if cfg.GrantUnit == 0 {
+		return d.RegisterMemory(size, access)
+	}
+	m, err := shmem.AllocUnits("shm-region", size, cfg.GrantUnit, cfg.GrantUnits)
+	if err != nil {
+		return nil, fmt.Errorf("shm: register %d bytes: %w", size, err)
+	}
+	r, err := d.register(m.Bytes()[:size], m, m, 0, access)
 	if err != nil {
 		return nil, errors.Join(err, m.Close())
 	}
@@ -70,39 +112,50 @@ func (d *Device) Register(mem []byte, access rdma.Access) (rdma.MemoryRegion, er
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotShared, err)
 	}
-	return d.register(mem[:len(mem):len(mem)], nil, m.Fd(), uint64(off), access)
+	return d.register(mem[:len(mem):len(mem)], nil, m, off, access)
 }
 
-func (d *Device) register(mem []byte, owned *shmem.Mapping, fd int, fileOff uint64, access rdma.Access) (*Region, error) {
-	// Our own fd for peers. A region no peer may write gets a read-only fd,
-	// so a peer could not map it writable even if it tried.
-	var dup int
-	var err error
-	if access&(rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) == 0 {
-		dup, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	} else {
-		dup, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+// register registers mem, the bytes at offset off of m.
+func (d *Device) register(mem []byte, owned, m *shmem.Mapping, off int, access rdma.Access) (*Region, error) {
+	// Our own fds for peers, one per memfd behind mem. A region no peer
+	// may write gets read-only fds, so a peer could not map it writable
+	// even if it tried.
+	var pieces []piece
+	closeAll := func() {
+		for _, p := range pieces {
+			unix.Close(p.fd)
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("shm: own fd for the memfd: %w", err)
+	end := off + len(mem)
+	for _, p := range m.Pieces() {
+		lo, hi := max(off, p.Off), min(end, p.Off+p.Len)
+		if lo >= hi {
+			continue
+		}
+		dup, err := dupFD(p.Fd, access&(rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) != 0)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		pieces = append(pieces, piece{fd: dup, off: uint64(lo - off), n: uint64(hi - lo), fileOff: uint64(lo - p.Off)})
 	}
 	r := &Region{
-		dev:     d,
-		access:  access,
-		mem:     mem,
-		addr:    uint64(uintptr(unsafe.Pointer(&mem[0]))),
-		owned:   owned,
-		fd:      dup,
-		fileOff: fileOff,
+		dev:    d,
+		access: access,
+		mem:    mem,
+		addr:   uint64(uintptr(unsafe.Pointer(&mem[0]))),
+		owned:  owned,
+		pieces: pieces,
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed.Load() {
-		unix.Close(dup)
+		closeAll()
 		return nil, fmt.Errorf("%w: shm device", rdma.ErrClosed)
 	}
+	var err error
 	if r.key, err = d.randomKey(); err != nil {
-		unix.Close(dup)
+		closeAll()
 		return nil, err
 	}
 	d.setKey(r.key, r)
@@ -111,14 +164,29 @@ func (d *Device) register(mem []byte, owned *shmem.Mapping, fd int, fileOff uint
 		// Every connected peer of an unconfined QP maps it before we
 		// return, so an rkey handed out after this call works at once, as
 		// on verbs. Confined QPs' peers get it when it is granted.
-		d.pushToLocked(r.addFrame(), r.fd, func(q *QP) bool { return q.grants == nil })
+		if err := d.pushGrantLocked(r, grant{n: uint64(len(mem)), access: access & rdma.AccessRemote}, func(q *QP) bool { return q.grants == nil }); err != nil {
+			d.log.Warn().Err(err).Uint32("key", r.key).Msg("shm: region not pushed to unconfined peers")
+		}
 	}
 	d.log.Debug().Uint32("key", r.key).Int("len", len(mem)).Stringer("access", access).Msg("shm region registered")
 	return r, nil
 }
 
-func (r *Region) addFrame() frame {
-	return frame{typ: frameRegionAdd, rkey: r.key, access: r.access, addr: r.addr, length: uint64(len(r.mem)), fileOff: r.fileOff}
+// dupFD is our own fd of the memfd fd: a duplicate, or a read-only one
+// (reopened through /proc, so it cannot be mapped writable) unless
+// writable.
+func dupFD(fd int, writable bool) (int, error) {
+	var dup int
+	var err error
+	if writable {
+		dup, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	} else {
+		dup, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("shm: own fd for the memfd: %w", err)
+	}
+	return dup, nil
 }
 
 // Bytes is the registered memory.
@@ -153,7 +221,7 @@ func (r *Region) Close() error {
 		d.setKey(r.key, nil)
 		delete(d.regions, r)
 		if r.access&rdma.AccessRemote != 0 {
-			d.pushToLocked(frame{typ: frameRegionDel, rkey: r.key}, -1, func(q *QP) bool {
+			d.pushToLocked(delMsg(r.key), func(q *QP) bool {
 				had := q.exportGrant(r).access != 0
 				delete(q.grants, r)
 				return had
@@ -162,8 +230,10 @@ func (r *Region) Close() error {
 		d.mu.Unlock()
 		d.quiesce()
 		var errs []error
-		if err := unix.Close(r.fd); err != nil {
-			errs = append(errs, fmt.Errorf("shm: close memfd: %w", err))
+		for _, p := range r.pieces {
+			if err := unix.Close(p.fd); err != nil {
+				errs = append(errs, fmt.Errorf("shm: close memfd: %w", err))
+			}
 		}
 		if r.owned != nil {
 			errs = append(errs, r.owned.Close())

@@ -2,6 +2,7 @@ package shm
 
 import (
 	"fmt"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -16,22 +17,23 @@ const maxRemoteRegions = 1 << 16
 // region (see Device.mapRegion); the fields are immutable, refs is guarded
 // by Device.mapsMu.
 type remoteRegion struct {
-	addr    uint64 // the owner's virtual address of byte 0
-	length  uint64
-	access  rdma.Access
-	mem     []byte // byte 0 of the region, length bytes
-	mapping []byte // the whole mapping, for munmap
-	key     mapKey
-	refs    int
+	addr   uint64 // the owner's virtual address of byte 0
+	length uint64
+	access rdma.Access
+	mem    []byte         // byte 0 of the region, length bytes
+	base   unsafe.Pointer // the whole mapping, for munmap
+	mlen   uintptr
+	key    mapKey
+	refs   int
 }
 
 // mapKey names one mapping: the same region (rkey and geometry) of the same
-// memfd (device and inode, so a reused rkey can never alias other memory)
-// from the same peer device.
+// memfds (device and inode of each, so a reused rkey can never alias other
+// memory) from the same peer device.
 type mapKey struct {
 	peer                  string
 	rkey                  uint32
-	dev, ino              uint64
+	files                 string // device and inode of each memfd
 	addr, length, fileOff uint64
 	access                rdma.Access
 }
@@ -67,20 +69,67 @@ func checkMemfd(fd int) (unix.Stat_t, error) {
 	return st, nil
 }
 
-// mapRegion maps the region a regionAdd frame from peer describes, or takes
+// span is the part of one memfd a region maps: file bytes from..to, at
+// offset at of the mapping.
+type span struct {
+	fd       int
+	from, to uint64
+	at       uint64
+}
+
+// regionSpans checks the geometry of a region that comes as the memfds
+// fds, backing lens bytes of it each (the first from byte f.fileOff, the
+// others from byte 0), against the files, and returns what to map of each
+// and the mapping's length and the offset of the region's byte 0 in it.
+// Every memfd but the last must be covered to its end, so that the next
+// one's bytes follow in the region as in the mapping.
+func regionSpans(f frame, fds []int, lens []uint64) ([]span, string, uint64, uint64, error) {
+	var spans []span
+	var files []byte
+	var at uint64
+	delta := f.fileOff % pageSize
+	for i, fd := range fds {
+		st, err := checkMemfd(fd)
+		if err != nil {
+			return nil, "", 0, 0, fmt.Errorf("shm: peer region %#x memfd %d: %w", f.rkey, i, err)
+		}
+		files = fmt.Appendf(files, "%d:%d,", st.Dev, st.Ino)
+		size := uint64(st.Size)
+		var off uint64
+		if i == 0 {
+			off = f.fileOff
+		}
+		last := i == len(fds)-1
+		switch {
+		case off > size || lens[i] > size-off:
+			return nil, "", 0, 0, fmt.Errorf("%w: peer region %#x: %d bytes at %d past its memfd %d of %d bytes", ErrProtocol, f.rkey, lens[i], off, i, size)
+		case !last && (off+lens[i] != size || size%pageSize != 0):
+			return nil, "", 0, 0, fmt.Errorf("%w: peer region %#x: memfd %d of %d bytes not covered to its end (%d bytes at %d)", ErrProtocol, f.rkey, i, size, lens[i], off)
+		}
+		from := off &^ (pageSize - 1)
+		to := (off + lens[i] + pageSize - 1) &^ (pageSize - 1)
+		spans = append(spans, span{fd: fd, from: from, to: to, at: at})
+		at += to - from
+	}
+	return spans, string(files), at, delta, nil
+}
+
+// mapRegion maps the region a regionAdd frame from peer describes, with
+// its memfds fds backing lens bytes each (ctlConn.recvRegion), or takes
 // another reference to the mapping a QP of this device already made of it,
-// and closes fd. The mapping is read-only unless the region grants remote
-// write or atomics. Release it with releaseRegion.
-func (d *Device) mapRegion(peer string, f frame, fd int) (*remoteRegion, error) {
-	defer closeFD(fd)
-	st, err := checkMemfd(fd)
+// and closes the fds. The mapping is read-only unless the region grants
+// remote write or atomics. Release it with releaseRegion.
+func (d *Device) mapRegion(peer string, f frame, fds []int, lens []uint64) (*remoteRegion, error) {
+	defer func() {
+		for _, fd := range fds {
+			closeFD(fd)
+		}
+	}()
+	spans, files, mlen, delta, err := regionSpans(f, fds, lens)
 	if err != nil {
-		return nil, fmt.Errorf("shm: peer region %#x: %w", f.rkey, err)
+		return nil, err
 	}
-	if f.fileOff+f.length > uint64(st.Size) {
-		return nil, fmt.Errorf("%w: peer region %#x of %d bytes at %d past its memfd of %d bytes", ErrProtocol, f.rkey, f.length, f.fileOff, st.Size)
-	}
-	key := mapKey{peer: peer, rkey: f.rkey, dev: st.Dev, ino: st.Ino, addr: f.addr, length: f.length, fileOff: f.fileOff, access: f.access}
+	key := mapKey{peer: peer, rkey: f.rkey, files: files, addr: f.addr, length: f.length, fileOff: f.fileOff, access: f.access}
 	d.mapsMu.Lock()
 	if r := d.maps[key]; r != nil {
 		r.refs++
@@ -88,31 +137,38 @@ func (d *Device) mapRegion(peer string, f frame, fd int) (*remoteRegion, error) 
 		return r, nil
 	}
 	d.mapsMu.Unlock()
-	start := f.fileOff &^ (pageSize - 1)
-	delta := f.fileOff - start
-	mlen := (delta + f.length + pageSize - 1) &^ (pageSize - 1)
 	prot := unix.PROT_READ
 	if f.access&(rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) != 0 {
 		prot |= unix.PROT_WRITE
 	}
-	m, err := unix.Mmap(fd, int64(start), int(mlen), prot, unix.MAP_SHARED|unix.MAP_POPULATE)
+	// Reserve the whole range, then map each memfd over its part.
+	base, err := unix.MmapPtr(-1, 0, nil, uintptr(mlen), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
-		return nil, fmt.Errorf("shm: map peer region %#x: %w", f.rkey, err)
+		return nil, fmt.Errorf("shm: reserve %d bytes for peer region %#x: %w", mlen, f.rkey, err)
 	}
+	for _, s := range spans {
+		if _, err := unix.MmapPtr(s.fd, int64(s.from), unsafe.Add(base, s.at), uintptr(s.to-s.from), prot,
+			unix.MAP_SHARED|unix.MAP_FIXED|unix.MAP_POPULATE); err != nil {
+			_ = unix.MunmapPtr(base, uintptr(mlen))
+			return nil, fmt.Errorf("shm: map peer region %#x: %w", f.rkey, err)
+		}
+	}
+	mem := unsafe.Slice((*byte)(base), mlen)
 	r := &remoteRegion{
-		addr:    f.addr,
-		length:  f.length,
-		access:  f.access,
-		mem:     m[delta : delta+f.length : delta+f.length],
-		mapping: m,
-		key:     key,
-		refs:    1,
+		addr:   f.addr,
+		length: f.length,
+		access: f.access,
+		mem:    mem[delta : delta+f.length : delta+f.length],
+		base:   base,
+		mlen:   uintptr(mlen),
+		key:    key,
+		refs:   1,
 	}
 	d.mapsMu.Lock()
 	defer d.mapsMu.Unlock()
 	if other := d.maps[key]; other != nil { // another QP mapped it meanwhile
 		other.refs++
-		_ = unix.Munmap(m)
+		_ = unix.MunmapPtr(base, uintptr(mlen))
 		return other, nil
 	}
 	d.maps[key] = r
@@ -131,7 +187,7 @@ func (d *Device) releaseRegion(r *remoteRegion) {
 	}
 	d.mapsMu.Unlock()
 	if last {
-		_ = unix.Munmap(r.mapping)
+		_ = unix.MunmapPtr(r.base, r.mlen)
 	}
 }
 

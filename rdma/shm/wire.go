@@ -21,13 +21,19 @@ import (
 //
 // The dialer (the requester, who will do the copies and atomics) sends
 // hello; the acceptor (the target, who owns the memory) answers welcome with
-// its receive queue's memfd, or refuse; then one regionAdd per region with a
-// remote right, each with its memfd, then ready. After that the acceptor
-// pushes regionAdd and regionDel as its device registers and deregisters
+// its receive queue's memfd, or refuse; then one region per region with a
+// remote right (or granted), then ready. A region is a regionAdd with the
+// memfd behind its first bytes, then, if more memfds back it (memory in
+// grant units: rdma.MemoryConfig), one regionUnit per further memfd, each
+// mapped from its file offset 0 right after the one before; only the
+// memfds the region or its grant covers are sent. After that the acceptor
+// pushes regions and regionDel as its device registers and deregisters
 // memory, and the dialer answers each with ack once the mapping is in place
 // or gone.
+//
+// Version 2 added regionUnit and regionAdd's unit count.
 const (
-	wireVersion  = 1
+	wireVersion  = 2
 	frameHeader  = 4
 	maxFrameSize = frameHeader + 64
 )
@@ -35,27 +41,34 @@ const (
 type frameType uint8
 
 const (
-	frameHello     frameType = 1 // dialer → acceptor
-	frameWelcome   frameType = 2 // acceptor → dialer, carries the queue memfd
-	frameRefuse    frameType = 3 // acceptor → dialer, then close
-	frameRegionAdd frameType = 4 // acceptor → dialer, carries the region memfd
-	frameRegionDel frameType = 5 // acceptor → dialer
-	frameReady     frameType = 6 // acceptor → dialer: the snapshot is complete
-	frameAck       frameType = 7 // dialer → acceptor: regionAdd/regionDel applied
+	frameHello      frameType = 1 // dialer → acceptor
+	frameWelcome    frameType = 2 // acceptor → dialer, carries the queue memfd
+	frameRefuse     frameType = 3 // acceptor → dialer, then close
+	frameRegionAdd  frameType = 4 // acceptor → dialer, carries the region memfd
+	frameRegionDel  frameType = 5 // acceptor → dialer
+	frameReady      frameType = 6 // acceptor → dialer: the snapshot is complete
+	frameAck        frameType = 7 // dialer → acceptor: regionAdd/regionDel applied
+	frameRegionUnit frameType = 8 // acceptor → dialer, after regionAdd: one more memfd of the region
 )
 
+// maxUnits bounds the memfds of one region a peer may have us map.
+const maxUnits = 4096
+
 var bodyLen = [...]int{
-	frameHello:     4 + 8 + 4 + 8,
-	frameWelcome:   4 + 4 + 4 + 8,
-	frameRefuse:    1,
-	frameRegionAdd: 4 + 4 + 8 + 8 + 8,
-	frameRegionDel: 4,
-	frameReady:     0,
-	frameAck:       1 + 4,
+	frameHello:      4 + 8 + 4 + 8,
+	frameWelcome:    4 + 4 + 4 + 8,
+	frameRefuse:     1,
+	frameRegionAdd:  4 + 4 + 8 + 8 + 8 + 4,
+	frameRegionDel:  4,
+	frameReady:      0,
+	frameAck:        1 + 4,
+	frameRegionUnit: 4 + 8,
 }
 
 // carriesFD reports whether a frame of type t comes with exactly one fd.
-func (t frameType) carriesFD() bool { return t == frameWelcome || t == frameRegionAdd }
+func (t frameType) carriesFD() bool {
+	return t == frameWelcome || t == frameRegionAdd || t == frameRegionUnit
+}
 
 func (t frameType) String() string {
 	switch t {
@@ -73,6 +86,8 @@ func (t frameType) String() string {
 		return "ready"
 	case frameAck:
 		return "ack"
+	case frameRegionUnit:
+		return "region-unit"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }
@@ -102,12 +117,13 @@ type frame struct {
 	// refuse
 	reason uint8
 
-	// regionAdd / regionDel / ack
+	// regionAdd / regionDel / ack / regionUnit
 	rkey    uint32
 	access  rdma.Access
 	addr    uint64
-	length  uint64
-	fileOff uint64
+	length  uint64 // regionAdd: the region's; regionUnit: the bytes of it this memfd backs
+	fileOff uint64 // offset in the first memfd of the region's first byte
+	units   uint32 // memfds the region comes with: this frame's and units-1 regionUnit
 	acked   frameType
 }
 
@@ -134,6 +150,10 @@ func (f *frame) appendBinary(b []byte) []byte {
 		b = le.AppendUint64(b, f.addr)
 		b = le.AppendUint64(b, f.length)
 		b = le.AppendUint64(b, f.fileOff)
+		b = le.AppendUint32(b, f.units)
+	case frameRegionUnit:
+		b = le.AppendUint32(b, f.rkey)
+		b = le.AppendUint64(b, f.length)
 	case frameRegionDel:
 		b = le.AppendUint32(b, f.rkey)
 	case frameAck:
@@ -190,7 +210,10 @@ func decodeFrame(b []byte) (frame, error) {
 		f.addr = le.Uint64(body[8:])
 		f.length = le.Uint64(body[16:])
 		f.fileOff = le.Uint64(body[24:])
+		f.units = le.Uint32(body[32:])
 		switch {
+		case f.units == 0 || f.units > maxUnits:
+			return f, fmt.Errorf("%w: shm region of %d memfds, want 1..%d", rdma.ErrMalformed, f.units, maxUnits)
 		case f.rkey == 0:
 			return f, fmt.Errorf("%w: shm region with rkey 0", rdma.ErrMalformed)
 		case f.access&^(rdma.AccessRemote|rdma.AccessLocalWrite) != 0 || f.access&rdma.AccessRemote == 0:
@@ -201,6 +224,15 @@ func decodeFrame(b []byte) (frame, error) {
 			return f, fmt.Errorf("%w: shm region at %#x of %d bytes wraps", rdma.ErrMalformed, f.addr, f.length)
 		case f.fileOff > maxRegion || f.fileOff%pageSize != f.addr%pageSize:
 			return f, fmt.Errorf("%w: shm region file offset %#x for address %#x", rdma.ErrMalformed, f.fileOff, f.addr)
+		}
+	case frameRegionUnit:
+		f.rkey = le.Uint32(body[0:])
+		f.length = le.Uint64(body[4:])
+		switch {
+		case f.rkey == 0:
+			return f, fmt.Errorf("%w: shm region unit with rkey 0", rdma.ErrMalformed)
+		case f.length == 0 || f.length > maxRegion:
+			return f, fmt.Errorf("%w: shm region unit of %d bytes, want 1..%d", rdma.ErrMalformed, f.length, uint64(maxRegion))
 		}
 	case frameRegionDel:
 		f.rkey = le.Uint32(body[0:])
