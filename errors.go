@@ -44,7 +44,9 @@ var (
 	// ErrBackPressure: a reliable subscriber had no room before the
 	// publish timeout.
 	ErrBackPressure = errors.New("tickbus: reliable subscriber has no room")
-	// ErrTimeout: the topic's home did not answer a claim in time.
+	// ErrTimeout: a wait below the publisher timed out. A publish whose
+	// claim the home did not answer in time returns ErrNoHome (retryable)
+	// after failover found no home that answers.
 	ErrTimeout = errors.New("tickbus: timed out")
 	// ErrNoHome: the topic has no reachable home (the holder of its
 	// sequence counter) now: the home went away and no successor was

@@ -73,7 +73,8 @@ func (c *Client) Publisher(topic string, opts ...PubOption) (*Publisher, error) 
 // Publish puts one message of type typ on the topic, stamped with the time
 // now, and returns its sequence. It allocates nothing and takes no lock;
 // its errors are this package's sentinels, unwrapped (ErrTooLarge,
-// ErrBackPressure, ErrTimeout, ErrNoHome (retryable), ErrClosed).
+// ErrBackPressure, ErrNoHome (retryable: also a home that did not answer
+// the claim in time), ErrClosed).
 func (p *Publisher) Publish(typ uint16, payload []byte) (uint64, error) {
 	seq, err := p.p.Publish(typ, payload, p.now())
 	return seq, pubErr(err)

@@ -10,13 +10,21 @@ import (
 // Per-tick cost of each transport's send and receive on one goroutine (no
 // second core involved): what the harness adds around a figure. The
 // cross-core figures are tickbus bench's.
-func benchSendNext(b *testing.B, tx txPort, rx rxPort) {
+func benchSendNext(b *testing.B, tx txPort, rx rxPort) { benchSendNextIdle(b, tx, rx, nil) }
+
+// benchSendNextIdle is benchSendNext with idle (if set) called before each
+// send: what a receiving loop does while it waits (an empty poll), so that
+// work a port defers to its next poll is not timed, as across processes.
+func benchSendNextIdle(b *testing.B, tx txPort, rx rxPort, idle func()) {
 	b.Helper()
 	deadline := nanotime() + int64(time.Hour)
 	h := newHist()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		if idle != nil {
+			idle()
+		}
 		if err := tx.send(int64(i), nanotime(), deadline); err != nil {
 			b.Fatal(err)
 		}
@@ -49,6 +57,20 @@ func BenchmarkTickbusShm_SendNext(b *testing.B) {
 			benchSendNext(b, tp.tx, tp.rx)
 		})
 	}
+}
+
+// BenchmarkTickbusShm_IdleSendNext: as SendNext, with one empty Poll
+// before each send (untimed work is not excluded: the timer runs), so
+// p50-ns is a tick's send to its caller with the subscriber's idle-time
+// work (the last tick's latency into the histogram) done before the send,
+// where an idle poll loop does it.
+func BenchmarkTickbusShm_IdleSendNext(b *testing.B) {
+	tp := newLoopTopo(b, ring.Reliable)
+	benchSendNextIdle(b, tp.tx, tp.rx, func() {
+		if tp.rx.s.Poll() != 0 {
+			b.Fatal("an idle poll delivered")
+		}
+	})
 }
 
 // Per-tick cost of batched sends (64 ticks per send), received one by one.

@@ -238,9 +238,13 @@ type tbRx struct {
 	pendErr error
 	// stopAt is when the parent said every publisher is done; after
 	// stopQuiet with nothing to read, next reports errStopped (a lossy
-	// ring may lose an end mark to an overrun).
-	stopAt atomic.Int64
-	lastOK int64
+	// ring may lose an end mark to an overrun). lastOK is the time of the
+	// idle check that first saw polls up to polled deliver (read on the
+	// idle path only: a clock read per delivery would sit between a tick's
+	// arrival and the harness's timestamp, which the floor has not).
+	stopAt         atomic.Int64
+	lastOK         int64
+	polled, okSeen int
 	// home is the topic's home in tickbus-tcp-remotehome (nil otherwise).
 	home *tickbus.Publisher
 }
@@ -343,9 +347,7 @@ func (r *tbRx) next(deadline int64) (int64, int64, error) {
 		r.pend, r.head = r.pend[:0], 0
 		if n := r.s.Poll(); n > 0 {
 			r.idle.Idle(n)
-			if len(r.pend) > 0 {
-				r.lastOK = nanotime()
-			}
+			r.polled += len(r.pend)
 			continue
 		}
 		r.idle.Idle(0)
@@ -353,6 +355,9 @@ func (r *tbRx) next(deadline int64) (int64, int64, error) {
 			now := nanotime()
 			if now > deadline {
 				return 0, 0, ErrDeadline
+			}
+			if r.polled != r.okSeen {
+				r.okSeen, r.lastOK = r.polled, now
 			}
 			if at := r.stopAt.Load(); at != 0 && now-max(at, r.lastOK) > stopQuiet {
 				return 0, 0, errStopped

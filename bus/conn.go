@@ -164,8 +164,8 @@ func (n *Node) onReconnect(nc *nats.Conn) {
 	}
 	n.mu.Unlock()
 	n.connected.Store(true)
-	n.announceAll("")
-	n.sendWho("")
+	n.announceAll("", "")
+	n.sendWho("", "")
 }
 
 func (n *Node) onAsyncError(_ *nats.Conn, sub *nats.Subscription, err error) {

@@ -15,7 +15,7 @@ import (
 //
 //	P.d.hb             heartbeat
 //	P.d.bye            goodbye
-//	P.d.who            who is there (optionally for one topic, or asking one node by id): re-announce
+//	P.d.who            who is there (optionally for one topic and one kind, or asking one node by id): re-announce
 //	P.d.sub.<topic>    subscriber announced / withdrew
 //	P.d.pub.<topic>    publisher announced / withdrew
 //	P.d.home.<topic>   home claims, assertions and withdrawals
@@ -25,6 +25,7 @@ import (
 
 func (n *Node) onDiscovery(m *nats.Msg) {
 	n.counters.messagesIn.Add(1)
+	defer n.discDone.Add(1) // handled (heartbeatLoop: is this node keeping up?)
 	rest, ok := strings.CutPrefix(m.Subject, n.cfg.Prefix+".d.")
 	if !ok {
 		return
@@ -96,7 +97,7 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		n.publish(n.subject("d", kindWho), &wireMsg{Kind: kindWho, ID: w.Node.ID})
 	}
 	if reannounce {
-		n.announceAll(w.Topic)
+		n.announceAll(w.Topic, TargetKind(w.Target))
 	}
 }
 
@@ -261,15 +262,26 @@ func (n *Node) homeGoneLocked(topic, node string, reason error) {
 	}
 }
 
-// announceAll re-publishes this node's heartbeat and announcements (for one
-// topic, or all when topic is ""): on reconnect, and when someone asks who
-// is there.
-func (n *Node) announceAll(topic string) {
-	n.heartbeat()
+// announceAll re-publishes this node's announcements (for one topic, or
+// all when topic is ""; of one kind, or all when want is ""): on
+// reconnect, and when someone asks who is there. A who for every topic
+// (a node that just came, reconnected, or heard us anew) gets a heartbeat
+// first; a who for one topic has heard us already.
+//
+// A new subscriber asks only for the topic's publishers, and a new
+// publisher only for its subscribers: every answer is read and checked
+// (a signature) by every node, so a join that made every subscriber of the
+// topic re-announce cost the bus a message per subscriber per node, and
+// under churn a starved node fell seconds behind on discovery (the churn
+// test's views lagged by more than its 10 s).
+func (n *Node) announceAll(topic string, want TargetKind) {
+	if topic == "" {
+		n.heartbeat()
+	}
 	n.mu.Lock()
 	var msgs []func()
 	for t, m := range n.localSubs {
-		if topic != "" && t != topic {
+		if topic != "" && t != topic || want != "" && want != TargetSubscriber {
 			continue
 		}
 		for _, s := range m {
@@ -277,7 +289,7 @@ func (n *Node) announceAll(topic string) {
 		}
 	}
 	for t, m := range n.localPubs {
-		if topic != "" && t != topic {
+		if topic != "" && t != topic || want != "" && want != TargetPublisher {
 			continue
 		}
 		for _, p := range m {
@@ -285,7 +297,7 @@ func (n *Node) announceAll(topic string) {
 		}
 	}
 	for t := range n.homes {
-		if topic != "" && t != topic {
+		if topic != "" && t != topic || want == TargetSubscriber {
 			continue
 		}
 		msgs = append(msgs, func() { n.publish(n.subject("d", "home", t), &wireMsg{Kind: kindHome, Topic: t}) })
@@ -296,7 +308,8 @@ func (n *Node) announceAll(topic string) {
 	}
 }
 
-// sendWho asks every node to re-announce (for one topic, or all).
-func (n *Node) sendWho(topic string) {
-	n.publish(n.subject("d", kindWho), &wireMsg{Kind: kindWho, Topic: topic})
+// sendWho asks every node to re-announce (for one topic, or all; only
+// its subscribers or publishers, or all when want is "").
+func (n *Node) sendWho(topic string, want TargetKind) {
+	n.publish(n.subject("d", kindWho), &wireMsg{Kind: kindWho, Topic: topic, Target: string(want)})
 }

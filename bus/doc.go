@@ -32,6 +32,7 @@
 //	P.d.hb              heartbeat, every HeartbeatInterval
 //	P.d.bye             goodbye on Close: peers drop the node at once
 //	P.d.who             who is there (all, or one topic): everyone re-announces
+//	                    (a new subscriber asks only for publishers, a new publisher only for subscribers)
 //	P.d.sub.<topic>     subscriber announced (id, mode, ring descriptor) or withdrawn
 //	P.d.pub.<topic>     publisher announced (id, data) or withdrawn
 //	P.d.home.<topic>    (claims of older versions, ignored; homes are elected in JetStream)
@@ -52,7 +53,9 @@
 // messages from an older incarnation than the one known are ignored. While
 // this node's connection is down
 // ageing pauses (nobody can hear anybody), and after a reconnect every peer
-// gets a fresh timeout.
+// gets a fresh timeout. Nor does ageing count time this process did not
+// run, or time it was behind reading its discovery messages (what a peer
+// sent meanwhile may still wait unread): see heartbeatLoop.
 //
 // # Wire format
 //

@@ -24,17 +24,20 @@ type Node struct {
 	log  zerolog.Logger
 	self PeerInfo
 
-	srv     *server.Server // embedded server; nil with URLs
-	srvDir  string         // its JetStream store, removed at Close
-	token   string         // the embedded server's token
-	nc      *nats.Conn
-	svc     micro.Service
-	disc    *nats.Subscription // P.d.>: every discovery message, in order
-	events  *eventQueue        // Config.OnPeerDown
-	limiter *rateLog
-	id      identity      // this node's key: signs every message
-	trust   *trust        // other nodes' keys, bindings and replay state
-	sendSeq atomic.Uint64 // sequence of the last message sealed
+	srv    *server.Server // embedded server; nil with URLs
+	srvDir string         // its JetStream store, removed at Close
+	token  string         // the embedded server's token
+	nc     *nats.Conn
+	svc    micro.Service
+	disc   *nats.Subscription // P.d.>: every discovery message, in order
+	// discDone counts discovery messages handled: with disc's pending
+	// count, heartbeatLoop tells whether this node keeps up (peers.go).
+	discDone atomic.Uint64
+	events   *eventQueue // Config.OnPeerDown
+	limiter  *rateLog
+	id       identity      // this node's key: signs every message
+	trust    *trust        // other nodes' keys, bindings and replay state
+	sendSeq  atomic.Uint64 // sequence of the last message sealed
 
 	ctx    context.Context // ends at Close; bounds accept handlers
 	cancel context.CancelFunc
@@ -131,7 +134,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go n.heartbeatLoop()
 	n.heartbeat()
-	n.sendWho("")
+	n.sendWho("", "")
 	n.log.Info().Str("url", n.nc.ConnectedUrlRedacted()).Str("host", n.self.HostID).Msg("bus: node up")
 	return n, nil
 }

@@ -147,7 +147,7 @@ func (n *Node) Publish(ctx context.Context, spec PublishSpec) (*Publication, err
 	n.mu.Unlock()
 
 	p.announce()
-	n.sendWho(spec.Topic)
+	n.sendWho(spec.Topic, TargetSubscriber) // a publication needs the topic's subscribers
 	n.log.Info().Str("topic", spec.Topic).Str("publisher", spec.ID).Str("home", home.Node.ID).Msg("bus: publishing")
 	return p, nil
 }

@@ -106,7 +106,7 @@ func (n *Node) Subscribe(_ context.Context, spec SubscribeSpec) (*Subscription, 
 	n.mu.Unlock()
 
 	s.announce()
-	n.sendWho(spec.Topic)
+	n.sendWho(spec.Topic, TargetPublisher) // a subscription needs the topic's publishers
 	n.log.Info().Str("topic", spec.Topic).Str("subscriber", spec.ID).Str("mode", string(spec.Mode)).Msg("bus: subscribed")
 	return s, nil
 }

@@ -68,7 +68,7 @@ type wireMsg struct {
 	Topic  string   `json:"topic,omitempty"`
 	ID     string   `json:"id,omitempty"`
 	Mode   string   `json:"mode,omitempty"`
-	Target string   `json:"target,omitempty"`
+	Target string   `json:"target,omitempty"` // conn: what to reach; who: which announcements (TargetKind)
 	Desc   []byte   `json:"desc,omitempty"`
 	Data   []byte   `json:"data,omitempty"`
 	EP     []byte   `json:"ep,omitempty"`
@@ -185,7 +185,10 @@ func (w *wireMsg) validate() error {
 			return bad("%s: topic %q, want none", w.Kind, w.Topic)
 		}
 		return nil
-	case kindWho: // topic: only that topic; id: only that node answers
+	case kindWho: // topic: only that topic; target: only its subscribers or publishers; id: only that node answers
+		if k := TargetKind(w.Target); k != "" && k != TargetSubscriber && k != TargetPublisher {
+			return bad("who: target %q, want subscriber, publisher or none", w.Target)
+		}
 		if w.Topic != "" {
 			if err := needTopic(); err != nil {
 				return err

@@ -28,6 +28,7 @@ func seedMessages(t testing.TB) [][]byte {
 		{Kind: kindConnect, Node: node, Topic: "t", Target: "subscriber", ID: "s", EP: ep},
 		{Kind: kindAccept, Node: node, EP: ep, Desc: []byte("region")},
 		{Kind: kindError, Node: node, Code: codeRefused, Err: "no"},
+		{Kind: kindWho, Node: node, Topic: "t", Target: "publisher"},
 	}
 	var out [][]byte
 	for _, m := range msgs {
@@ -67,6 +68,7 @@ func TestWire_Decode_RejectsBadInput(t *testing.T) {
 		"topic":       {strings.Replace(good, `"topic":"t"`, `"topic":"a.>"`, 1), ErrMalformed},
 		"node id":     {strings.Replace(good, `"id":"n1"`, `"id":""`, 1), ErrMalformed},
 		"hb topic":    {`{"v":1,"kind":"hb","node":{"id":"a","host":"h","inc":1},"topic":"t"}`, ErrMalformed},
+		"who target":  {`{"v":1,"kind":"who","node":{"id":"a","host":"h","inc":1},"topic":"t","target":"home"}`, ErrMalformed},
 		"conn ep":     {`{"v":1,"kind":"conn","node":{"id":"a","host":"h","inc":1},"topic":"t","target":"home","ep":"AQI="}`, ErrMalformed},
 		"big blob":    {`{"v":1,"kind":"pub","node":{"id":"a","host":"h","inc":1},"topic":"t","id":"p","data":"` + strings.Repeat("A", 4*maxBlob/3+8) + `"}`, ErrMalformed},
 		"array":       {`[1,2,3]`, ErrMalformed},

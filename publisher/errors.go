@@ -15,8 +15,9 @@ var (
 	// provider that cannot share the counter with the home's own (verbs
 	// atomics are atomic only among themselves).
 	ErrMixedProviders = errors.New("publisher: providers cannot be mixed on this home")
-	// ErrNoHome: the topic's home went away and no successor was reachable
-	// within Config.FailoverTimeout. Nothing was published. Retryable: the
-	// next publish tries again (see failover.go).
+	// ErrNoHome: the topic's home went away, or did not answer a claim
+	// within Config.Timeout, and no home that answers was reachable within
+	// Config.FailoverTimeout. Nothing was published. Retryable: the next
+	// publish tries again (see failover.go).
 	ErrNoHome = errors.New("publisher: no home for the topic (failover in progress); retry")
 )

@@ -3,6 +3,7 @@ package publisher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tickbus/tickbus/bus"
@@ -23,8 +24,12 @@ import (
 //     the publishing goroutine: Rehome finds or becomes the next home, a
 //     new writer is connected to it, every subscriber's queue pair moves to
 //     it, and the publish is retried once. If no home is reachable within
-//     Config.FailoverTimeout the publish returns ErrNoHome; the next one
-//     tries again.
+//     Config.FailoverTimeout, or the retry fails the same way, the publish
+//     returns ErrNoHome; the next one tries again. A home that does not
+//     answer (ErrTimeout) is no different: an unanswered claim is never
+//     written (subscribers report its sequence as a gap, never silently),
+//     and a publish ends in ErrNoHome, never in an error that would stop a
+//     feed with the home's link broken.
 //
 // The retired writer, its queue pair and an earlier home of ours are
 // closed at Close (a write still in flight may read their memory).
@@ -37,7 +42,10 @@ func (p *Publisher) writer() *ring.Writer {
 	return p.w
 }
 
-// homeCounter is the home's counter, for the bus's reservation.
+// homeCounter is the home's counter, for the bus's reservation. A fenced
+// counter (FenceCounter: lost, or closing) is 0: reserving from its value
+// would write a reservation above ring.FenceAdd into the home record, and
+// the next epoch would start there.
 func (p *Publisher) homeCounter() uint64 {
 	p.mu.Lock()
 	h := p.home
@@ -45,7 +53,10 @@ func (p *Publisher) homeCounter() uint64 {
 	if h == nil {
 		return 0
 	}
-	return h.Counter()
+	if c := h.Counter(); c < ring.FenceAdd {
+		return c
+	}
+	return 0
 }
 
 // onHome: a new home record of the topic (bus event goroutine).
@@ -56,6 +67,8 @@ func (p *Publisher) onHome(hi bus.HomeInfo) {
 		return
 	}
 	switch {
+	case hi.Local && hi.Epoch <= p.lostEpoch:
+		// a record of our home that was lost: its writer stays fenced
 	case hi.Epoch == p.epoch && hi.Reserved > p.w.Limit():
 		p.w.SetLimit(hi.Reserved)
 	case hi.Epoch > p.epoch:
@@ -82,6 +95,9 @@ func (p *Publisher) onHomeLost(h bus.HomeInfo, err error) {
 		p.fenceHome(h.Descriptor) // before the lease can expire elsewhere
 	}
 	p.mu.Lock()
+	if h.Local {
+		p.lostEpoch = max(p.lostEpoch, h.Epoch)
+	}
 	if p.w != nil && h.Epoch == p.epoch {
 		p.w.SetLimit(0)
 	} else if p.w == nil {
@@ -96,7 +112,9 @@ func (p *Publisher) publishErr(err error) error {
 	switch err {
 	case ring.ErrPayloadTooLarge:
 		return ErrTooLarge
-	case ring.ErrFenced, ring.ErrHomeFailed:
+	case ring.ErrFenced, ring.ErrHomeFailed, ring.ErrTimeout:
+		// failover ran and found no home that answers (or the retry on the
+		// new writer failed again): retryable, as documented above
 		return ErrNoHome
 	}
 	return err
@@ -179,6 +197,13 @@ func (p *Publisher) switchHome(ctx context.Context, hi bus.HomeInfo, timeout tim
 		w.SetLimit(hi.Reserved)
 	}
 	p.mu.Lock()
+	if hi.Local && hi.Epoch <= p.lostEpoch {
+		// Our home of that epoch was lost (and its counter fenced) while we
+		// connected: a writer on it could claim nothing. Look again.
+		p.mu.Unlock()
+		_, _, _ = w.Close(), qp.Close(), cq.Close()
+		return fmt.Errorf("%w: our home of epoch %d was lost while the writer connected", ring.ErrFenced, hi.Epoch)
+	}
 	oldW, oldQP, oldCQ := p.w, p.homeQP, p.cq
 	for key, t := range p.targets {
 		if p.dropped[t.id] {

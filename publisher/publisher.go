@@ -40,6 +40,9 @@ type Publisher struct {
 	retired   []func() error
 	failovers []time.Duration
 	homeLost  bool // guarded by mu: OnHomeLost came before the writer existed
+	// lostEpoch (guarded by mu): the newest epoch of a home of ours that
+	// was lost and fenced (onHomeLost); switchHome moves no writer onto it.
+	lostEpoch uint64
 
 	mu       sync.Mutex
 	closed   bool

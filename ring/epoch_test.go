@@ -205,6 +205,34 @@ func TestFenceCounter_LaterClaimsAreFencedOnEveryWriter(t *testing.T) {
 	require.ErrorIs(t, err, ErrFenced, "a FAA claim gets a fenced value and writes nothing")
 }
 
+// A CAS claim that loses to a fence (FenceCounter) learns a counter far
+// above its limit: it returns ErrFenced at once, not ErrBackPressure after
+// the timeout while it waits for room for a sequence it may never write.
+// (Before, a reliable publisher whose home was fenced under it, or that
+// was moved to a home lost meanwhile, reported "no room" while its
+// subscriber kept up, and did not fail over.)
+func TestFenceCounter_ReliableWriter_ErrFencedNotNoRoom(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{Timeout: 50 * time.Millisecond})
+	r := tp.addRing(RingConfig{Slots: 64, Mode: Reliable, GapTimeout: -1})
+	defer r.Close()
+	tp.w.SetLimit(1 << 22)
+	_, err := tp.w.Publish(0, payloadFor(1, 8), 0)
+	require.NoError(t, err)
+	var c collector
+	pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == 1 })
+	cq := newCQ(t, tp.dev, 64)
+	fq, _ := qpPair(t, tp.dev, cq, tp.dev, tp.homeQ)
+	_, err = FenceCounter(tp.dev, fq, cq, tp.home.Desc(), time.Second)
+	require.NoError(t, err)
+	_, err = tp.w.Publish(0, payloadFor(2, 8), 0)
+	require.ErrorIs(t, err, ErrFenced, "the subscriber has room for 2; the fenced counter's value is no sequence to wait for")
+	_, err = tp.w.PublishBatch([]Tick{{Payload: payloadFor(2, 8)}})
+	require.ErrorIs(t, err, ErrFenced)
+	st := tp.w.Stats()
+	assert.Zero(t, st.BackPressure)
+	assert.Equal(t, uint64(1), st.Published)
+}
+
 func TestReader_FencedCounter_NeverReadAsClaims(t *testing.T) {
 	tp := newTopo(t, HomeConfig{JournalSlots: 64}, WriterConfig{})
 	r := tp.addRing(RingConfig{GapTimeout: 20 * time.Millisecond})

@@ -490,6 +490,11 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 		}
 		w.cached = orig
 		w.stats.casRetries.Add(1)
+		if !w.inLimit(orig, n) {
+			// fenced (FenceCounter) or past the reservation: no room to
+			// wait for, fail over (a wait would end in ErrBackPressure)
+			return 0, ErrFenced
+		}
 		if tl != nil && tl.reliable > 0 && !w.waitRoom(tl, orig+n-1) {
 			w.unstick(tl, orig)
 			return 0, ErrBackPressure

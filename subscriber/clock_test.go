@@ -9,7 +9,7 @@ import (
 
 func TestWallClock_IsTheWallClock(t *testing.T) {
 	var c wallClock
-	for i := 0; i < 3*wallRefreshEvery; i++ {
+	for range 3 * wallIdleEvery {
 		before := time.Now().UnixNano()
 		v := c.now()
 		after := time.Now().UnixNano()
@@ -20,25 +20,36 @@ func TestWallClock_IsTheWallClock(t *testing.T) {
 	}
 }
 
-func TestWallClock_RefreshesEveryNReadingsAndIdlePolls(t *testing.T) {
+func TestWallClock_RefreshesWhenOldAtAReadingOrAnIdleLook(t *testing.T) {
 	var c wallClock
 	c.now()
 	const bogus = 12345 // an offset no refresh gives
+	// The last refresh an hour from now: nothing is old until at moves
+	// back, however long this test is descheduled.
+	young := func() { c.at = nanotime() + int64(time.Hour) }
 	c.off = bogus
-	for i := 1; i < wallRefreshEvery; i++ {
+	young()
+	for range 100 {
 		c.now()
 	}
-	assert.EqualValues(t, bogus, c.off, "refreshed before %d readings", wallRefreshEvery)
+	assert.EqualValues(t, bogus, c.off, "refreshed at a reading before it was %v old", time.Duration(wallRefresh))
+	c.at = nanotime() - wallRefresh
 	c.now()
-	assert.NotEqualValues(t, bogus, c.off, "not refreshed after %d readings", wallRefreshEvery)
+	assert.NotEqualValues(t, bogus, c.off, "not refreshed at a reading %v old", time.Duration(wallRefresh))
 
 	c.off = bogus
+	young()
+	for range 3 * wallIdleEvery {
+		c.idled()
+	}
+	assert.EqualValues(t, bogus, c.off, "refreshed while idle before it was %v old", time.Duration(wallIdleRefresh))
+	c.at = nanotime() - wallIdleRefresh
 	for i := 1; i < wallIdleEvery; i++ {
 		c.idled()
 	}
-	assert.EqualValues(t, bogus, c.off, "refreshed before %d empty polls", wallIdleEvery)
+	assert.EqualValues(t, bogus, c.off, "refreshed while idle between looks (every %d empty polls)", wallIdleEvery)
 	c.idled()
-	assert.NotEqualValues(t, bogus, c.off, "not refreshed after %d empty polls", wallIdleEvery)
+	assert.NotEqualValues(t, bogus, c.off, "not refreshed at an idle look %v old", time.Duration(wallIdleRefresh))
 }
 
 func TestWallClock_AllocatesNothing(t *testing.T) {

@@ -23,6 +23,7 @@ func (s *Subscriber) Close() error {
 		s.stop.Store(true)
 		s.running.Lock() // Run has returned
 		s.drain()
+		s.h.lat.record(s.rec) // before the last stats
 		close(s.stopStats)
 		<-s.statsDone
 		if s.cfg.StatsInterval > 0 {

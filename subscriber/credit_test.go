@@ -1,10 +1,13 @@
 package subscriber
 
 import (
+	"bytes"
 	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -25,27 +28,35 @@ func (h *countTicks) OnEvent(ring.Event)    {}
 // granted its own cell at the publisher, and not one write fails. (Since
 // queue pairs were confined, the publisher's end was granted nothing, every
 // credit write failed on its first post, and the READ fallback hid it.)
+// The lease is long: under CI's load the lease loop stalled 0.6-2 s, the
+// home gave itself up, and the new epoch's first sequence was a whole
+// reservation past the subscriber, which had to poll for its gap timeout
+// before it could make room, while the test polls only between publishes:
+// a failover, not this test. A publish here fails only if credits do.
 func TestReliable_CreditWritesLand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "credit"})
+	log := testLogger(t)
+	node, err := bus.Open(ctx, bus.Config{NodeID: "credit", LeaseTTL: 10 * time.Second, Logger: log})
 	require.NoError(t, err)
 	defer node.Close()
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	defer devs.Close()
 	var h countTicks
-	sub, err := New(ctx, node, devs, Config{Topic: "credit", Mode: ring.Reliable, Slots: 64, StatsInterval: -1}, &h)
+	sub, err := New(ctx, node, devs, Config{Topic: "credit", Mode: ring.Reliable, Slots: 64, StatsInterval: -1, Logger: *log}, &h)
 	require.NoError(t, err)
 	defer sub.Close()
-	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "credit", Idle: rdma.Yield{}, Timeout: 10 * time.Second})
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "credit", Idle: rdma.Yield{}, Timeout: 10 * time.Second, Logger: *log})
 	require.NoError(t, err)
 	defer pub.Close()
 	require.NoError(t, pub.WaitSubscribers(ctx, 1))
 	require.Eventually(t, func() bool { return sub.Counters().Credits == 1 }, 10*time.Second, 5*time.Millisecond)
+	epoch := pub.Epoch()
 	const n = 1000 // 15 laps of the ring
 	for i := 0; i < n; i++ {
 		_, err := pub.Publish(tick.MessageType, []byte("reliable"), time.Now().UnixNano())
-		require.NoError(t, err)
+		require.NoError(t, err, "publish %d (the subscriber polled after each): epoch %d then %d, failovers %v, writer %+v, subscriber %+v",
+			i, epoch, pub.Epoch(), pub.Failovers(), pub.Stats(), sub.Counters())
 		sub.Poll()
 	}
 	for h.n < n {
@@ -57,4 +68,36 @@ func TestReliable_CreditWritesLand(t *testing.T) {
 	st := sub.reader.Stats()
 	assert.Equal(t, uint64(n), st.Delivered)
 	assert.Zero(t, st.CreditErrors, "credit writes that failed")
+}
+
+// logBuf is a log sink safe from any goroutine.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// testLogger collects a test's control-path log lines (info and above) and
+// prints them if the test fails: a failure under load says what the bus,
+// the publisher and the subscriber did (a lost lease, a failover).
+func testLogger(t *testing.T) *zerolog.Logger {
+	l := &logBuf{}
+	lg := zerolog.New(l).With().Timestamp().Logger().Level(zerolog.InfoLevel)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", l.String())
+		}
+	})
+	return &lg
 }

@@ -384,3 +384,80 @@ func TestPubSub_PublisherClosed_ItsQueuePairsGo(t *testing.T) {
 	require.Eventually(t, func() bool { return sub.Publishers() == 0 }, 20*time.Second, 5*time.Millisecond,
 		"the closed publisher's queue pairs are still held: %d publishers", sub.Publishers())
 }
+
+// Every delivered tick's latency reaches the stats exactly once, whether
+// the loop went idle between ticks (the latencies of one poll are recorded
+// by the next), delivered batches back to back, or read with ReadInto; the
+// last poll's are in the final stats that Close publishes.
+func TestSubscriber_RecordsOneLatencyPerDeliveredTick(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, err := bus.Open(ctx, bus.Config{NodeID: "lat", LeaseTTL: testLease, HeartbeatTimeout: testHeartbeat})
+	require.NoError(t, err)
+	defer node.Close()
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
+	defer devs.Close()
+	var (
+		mu     sync.Mutex
+		counts uint64
+	)
+	onStats := func(m *stats.Message) {
+		h, err := m.LatencyHistogram()
+		if err == nil {
+			mu.Lock()
+			counts += uint64(h.TotalCount())
+			mu.Unlock()
+		}
+	}
+	var h counting
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "lat", StatsInterval: 20 * time.Millisecond,
+		DrainQuiet: 10 * time.Millisecond, OnStats: onStats}, &h)
+	require.NoError(t, err)
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "lat", Idle: rdma.Yield{}})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+
+	payload := make([]byte, tick.Size)
+	batch := make([]ring.Tick, 300) // more than a poll's batch (256)
+	for i := range batch {
+		batch[i] = ring.Tick{Type: tick.MessageType, Payload: payload}
+	}
+	want := uint64(0)
+	for round := 0; round < 20; round++ {
+		now := time.Now().UnixNano()
+		if round%2 == 0 {
+			_, err = pub.Publish(tick.MessageType, payload, now)
+			want++
+		} else {
+			for i := range batch {
+				batch[i].PublishNs = now
+			}
+			_, err = pub.PublishBatch(batch[:min(len(batch), 64)])
+			want += 64
+		}
+		require.NoError(t, err)
+		for uint64(h.ticks) < want && ctx.Err() == nil {
+			sub.Poll()
+		}
+	}
+	var got ring.Tick
+	buf := make([]byte, 128)
+	for range 5 {
+		_, err := pub.Publish(tick.MessageType, payload, time.Now().UnixNano())
+		require.NoError(t, err)
+		for ctx.Err() == nil {
+			if ok, _, err := sub.ReadInto(&got, buf); ok || err != nil {
+				require.NoError(t, err)
+				break
+			}
+		}
+		want++
+	}
+	require.NoError(t, sub.Close())
+	c := sub.Counters()
+	assert.Equal(t, want, c.Received)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, want, counts, "one latency per delivered tick in the stats, the last poll's included")
+}

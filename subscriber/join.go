@@ -42,13 +42,11 @@ type recHandler struct {
 	lateOverrun atomic.Uint64 // overrun sequences handed out as EventJoin
 
 	clock wallClock // the poll goroutine's
+	lat   latencies // the poll goroutine's: latencies not yet recorded
 }
 
 func (h *recHandler) OnTicks(ts []ring.Tick) {
-	now := h.clock.now() // the one timestamp per batch
-	for i := range ts {
-		h.rec.Record(now - ts[i].PublishNs)
-	}
+	h.lat.add(h.rec, h.clock.now(), ts) // the one timestamp per batch; recorded when idle
 	if !h.joined {
 		h.joined = true
 		h.joinedAt.Store(ts[0].Seq) // pairs with the Load in Counters

@@ -3,7 +3,6 @@ package subscriber
 import (
 	"context"
 	"sync/atomic"
-	"time"
 
 	"github.com/tickbus/tickbus/ring"
 )
@@ -14,6 +13,9 @@ import (
 func (s *Subscriber) Poll() int {
 	if !s.h.joined {
 		s.maybeStart()
+	}
+	if s.h.lat.n > 0 {
+		s.h.lat.record(s.rec) // the last poll's ticks are out: now their latencies
 	}
 	n := s.reader.Poll(&s.h)
 	if n == 0 {
@@ -27,7 +29,7 @@ func (s *Subscriber) Poll() int {
 func (s *Subscriber) ReadInto(t *ring.Tick, buf []byte) (ok bool, ev ring.Event, err error) {
 	ok, ev, err = s.reader.ReadInto(t, buf)
 	if ok {
-		s.rec.Record(time.Now().UnixNano() - t.PublishNs)
+		s.rec.Record(s.h.clock.now() - t.PublishNs)
 	}
 	return ok, ev, err
 }

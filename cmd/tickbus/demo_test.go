@@ -68,6 +68,13 @@ func TestCLI_HelpAndBadConfig(t *testing.T) {
 	assert.Equal(t, 2, p.wait(20*time.Second))
 	assert.Contains(t, p.errOut(), "pub.rate = -5")
 
+	p = start(t, ctx, "bad publish timeout", bin, nil, "pub", "--publish-timeout", "-1s")
+	assert.Equal(t, 2, p.wait(20*time.Second))
+	assert.Contains(t, p.errOut(), "pub.timeout = -1s: want 0 (the default, 1s) or a positive duration")
+	p = start(t, ctx, "pub --help", bin, nil, "pub", "--help")
+	assert.Equal(t, 0, p.wait(20*time.Second))
+	assert.Contains(t, p.errOut(), "-publish-timeout", "pub --help lists --publish-timeout")
+
 	p = start(t, ctx, "bad file", bin, nil, "sub", "--config", "testdata/does-not-exist.yaml")
 	assert.Equal(t, 2, p.wait(20*time.Second))
 	assert.Contains(t, p.errOut(), "does-not-exist.yaml")

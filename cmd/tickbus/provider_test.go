@@ -49,9 +49,17 @@ func (r *providerRun) sub(name, host string) *proc {
 	return p
 }
 
+// pubTimeout (--publish-timeout) for these publishers: under load a claim
+// over tcp on another process's home can go unanswered for longer than the
+// 1 s default (the publisher then fails over to the same home and the
+// claimed sequence is a reported gap, which these tests, about providers
+// and order, count as a failure); no test here is about a publish's
+// timeout.
+const pubTimeout = "10s"
+
 func (r *providerRun) pub(name, host, dur string, subs int) *proc {
 	return start(r.t, r.ctx, name, r.bin, nil, append([]string{"pub", "--node-id", name, "--host-id", host, "--duration", dur,
-		"--rate", "1000", "--wait", "30s", "--wait-subs", fmt.Sprint(subs)}, r.common...)...)
+		"--rate", "1000", "--wait", "30s", "--wait-subs", fmt.Sprint(subs), "--publish-timeout", pubTimeout}, r.common...)...)
 }
 
 // finish waits for the publishers, stops the subscribers and returns their

@@ -146,6 +146,11 @@ type Pub struct {
 	// publishing; 0 publishes at once.
 	Wait            time.Duration `yaml:"wait"`
 	WaitSubscribers int           `yaml:"wait_subscribers"`
+	// Timeout bounds each wait of a publish: the home's answer to a claim
+	// (over tcp, a round trip to another process), room at reliable
+	// subscribers; 0 is the publisher's default (1 s). A claim that times
+	// out makes the publisher fail over (or reconnect to the same home).
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // Feed says what `tickbus pub` publishes: the synthetic random walk (pub
@@ -458,6 +463,8 @@ func (p *Pub) validate(r Ring) error {
 		return bad("pub.wait", p.Wait, "0 or a positive duration")
 	case p.WaitSubscribers < 0 || p.WaitSubscribers > 1024:
 		return bad("pub.wait_subscribers", p.WaitSubscribers, "0..1024")
+	case p.Timeout < 0 || p.Timeout > time.Hour:
+		return bad("pub.timeout", p.Timeout, "0 (the default, 1s) or a positive duration up to 1h")
 	}
 	switch {
 	case p.Instruments < 1 || p.Instruments > 1<<20:

@@ -123,6 +123,7 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"tiny slot":   {"sub", func(c *Config) { c.Ring.SlotSize = 64 }, "ring.slot_size = 64: want room for a 56-byte tick"},
 		"mode":        {"sub", func(c *Config) { c.Ring.Mode = "fast" }, `ring.mode = "fast": want lossy (never slow the publisher) or reliable`},
 		"wait subs":   {"pub", func(c *Config) { c.Pub.WaitSubscribers = -1 }, "pub.wait_subscribers = -1"},
+		"pub timeout": {"pub", func(c *Config) { c.Pub.Timeout = -time.Second }, "pub.timeout = -1s: want 0 (the default, 1s) or a positive duration"},
 		"idle":        {"pub", func(c *Config) { c.Idle = "nap" }, `idle = "nap": want adaptive, spin, yield or backoff`},
 		"topic":       {"pub", func(c *Config) { c.Topic = "a..b" }, `topic = "a..b": want up to 8 tokens`},
 		"topic depth": {"pub", func(c *Config) { c.Topic = "a.b.c.d.e.f.g.h.i" }, `topic = "a.b.c.d.e.f.g.h.i": want up to 8 tokens`},

@@ -54,6 +54,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 		fs.DurationVar(&c.Pub.Duration, "duration", c.Pub.Duration, "how `long` to publish; 0 until interrupted")
 		fs.DurationVar(&c.Pub.Wait, "wait", c.Pub.Wait, "wait up to this `long` for --wait-subs subscribers before publishing (0: publish at once)")
 		fs.IntVar(&c.Pub.WaitSubscribers, "wait-subs", c.Pub.WaitSubscribers, "`number` of subscribers --wait waits for")
+		fs.DurationVar(&c.Pub.Timeout, "publish-timeout", c.Pub.Timeout, "how `long` a publish waits for the home to answer a claim (then it fails over, or reconnects to the same home) or for room at reliable subscribers (pub.timeout; 0: 1s)")
 		fs.Uint64Var(&c.Pub.FirstInstrument, "first-instrument", c.Pub.FirstInstrument, "lowest instrument `id`")
 		fs.StringVar(&c.Feed.Kind, "feed", c.Feed.Kind, "what to publish: `random` (the synthetic walk), itch (a TotalView-ITCH 5.0 file) or csv")
 		fs.StringVar(&c.Feed.File, "file", c.Feed.File, "the itch or csv `file` to replay")

@@ -22,9 +22,13 @@
 // connection, the owner's loopback QP included, and against CPU atomics;
 // an aligned 8-byte WRITE is one atomic store. Requests on one connection
 // are applied in order, so a payload WRITE followed by a stamp WRITE is seen
-// in that order. WRITE and SEND acknowledgements are cumulative and written
-// when the responder has no more buffered input, or after 64 of them while
-// it has (a streaming requester gets room back before its queue fills).
+// in that order. WRITE and SEND acknowledgements are cumulative: a
+// signalled one (the requester marks it in the frame) is answered when the
+// responder has no more buffered input; unsignalled ones, which nobody polls
+// for, are answered with it, after 64 of them (a streaming requester gets
+// room back before its queue fills), or when no more input came for a
+// millisecond. So a stream of single ticks, one WRITE in 16 signalled, costs
+// one ACK per 16 WRITEs, not one per segment.
 //
 // Errors follow verbs: an error completion moves the requester's QP to ERR,
 // and what is outstanding completes with StatusFlushed. A broken connection

@@ -15,7 +15,7 @@ import (
 // Request, 48 bytes, then len payload bytes for WRITE, WRITE_WITH_IMM, SEND:
 //
 //	 0 u8  op (rdma.OpWrite … rdma.OpSend)
-//	 1 u8  reserved (0)
+//	 1 u8  flags: reqSignaled (WRITE, WRITE_IMM, SEND only); other bits 0
 //	 2 u16 reserved (0)
 //	 4 u32 len    payload length (WRITE, WRITE_IMM, SEND) or READ length; 0 for atomics
 //	 8 u64 seq    1, 2, 3, … per connection, no gaps
@@ -36,6 +36,13 @@ import (
 //
 // A response for seq also acknowledges every earlier request, because the
 // responder applies requests in order.
+//
+// reqSignaled marks a request whose completion the requester's user polls
+// for: the responder answers it as soon as its input runs dry. WRITEs and
+// SENDs without it are acknowledged in bulk: every ackEvery, with the next
+// signalled one, or when no more input came for ackDelay (so the tail of a
+// stream that stopped is answered long before Config.AckTimeout). READs and atomics are always answered at once.
+const reqSignaled uint8 = 1
 const (
 	reqHeaderLen  = 48
 	respHeaderLen = 24
@@ -50,6 +57,7 @@ const (
 
 type request struct {
 	op    rdma.Opcode
+	flags uint8
 	len   uint32
 	seq   uint64
 	raddr uint64
@@ -76,7 +84,7 @@ func hasPayload(op rdma.Opcode) bool {
 func (r *request) put(b []byte) {
 	_ = b[reqHeaderLen-1]
 	b[0] = byte(r.op)
-	b[1], b[2], b[3] = 0, 0, 0
+	b[1], b[2], b[3] = r.flags, 0, 0
 	binary.LittleEndian.PutUint32(b[4:], r.len)
 	binary.LittleEndian.PutUint64(b[8:], r.seq)
 	binary.LittleEndian.PutUint64(b[16:], r.raddr)
@@ -93,6 +101,7 @@ func decodeRequest(b []byte, maxMsg uint32) (request, error) {
 	}
 	r := request{
 		op:    rdma.Opcode(b[0]),
+		flags: b[1],
 		len:   binary.LittleEndian.Uint32(b[4:]),
 		seq:   binary.LittleEndian.Uint64(b[8:]),
 		raddr: binary.LittleEndian.Uint64(b[16:]),
@@ -101,8 +110,11 @@ func decodeRequest(b []byte, maxMsg uint32) (request, error) {
 		arg1:  binary.LittleEndian.Uint64(b[32:]),
 		arg2:  binary.LittleEndian.Uint64(b[40:]),
 	}
-	if b[1] != 0 || b[2] != 0 || b[3] != 0 {
-		return request{}, fmt.Errorf("%w: reserved request bytes %x", ErrFrame, b[1:4])
+	if b[2] != 0 || b[3] != 0 {
+		return request{}, fmt.Errorf("%w: reserved request bytes %x", ErrFrame, b[2:4])
+	}
+	if r.flags&^reqSignaled != 0 || (r.flags != 0 && !hasPayload(r.op)) {
+		return request{}, fmt.Errorf("%w: request flags %#x on %s", ErrFrame, r.flags, r.op)
 	}
 	if r.seq == 0 {
 		return request{}, fmt.Errorf("%w: request seq 0", ErrFrame)

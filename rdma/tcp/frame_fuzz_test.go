@@ -25,6 +25,8 @@ func encodeResponse(r response) []byte {
 func TestDecodeRequest_RoundTripsEveryOp(t *testing.T) {
 	for _, r := range []request{
 		{op: rdma.OpWrite, len: 8, seq: 1, raddr: 0x7f0000001000, rkey: 0x12345678},
+		{op: rdma.OpWrite, flags: reqSignaled, len: 8, seq: 1, raddr: 64, rkey: 1},
+		{op: rdma.OpSend, flags: reqSignaled, len: 1, seq: 7},
 		{op: rdma.OpWriteImm, len: 0, seq: 2, raddr: 1, rkey: 2, imm: 3},
 		{op: rdma.OpRead, len: 100, seq: 3, raddr: 1, rkey: 2},
 		{op: rdma.OpCompareAndSwap, seq: 4, raddr: 8, rkey: 9, arg1: 10, arg2: 11},
@@ -51,6 +53,9 @@ func TestDecodeRequest_RejectsGarbage(t *testing.T) {
 		"write with imm":  encodeRequest(request{op: rdma.OpWrite, seq: 1, imm: 1}),
 		"send with rkey":  encodeRequest(request{op: rdma.OpSend, seq: 1, rkey: 1}),
 		"faa with swap":   encodeRequest(request{op: rdma.OpFetchAndAdd, seq: 1, arg2: 1}),
+		"signalled read":  encodeRequest(request{op: rdma.OpRead, flags: reqSignaled, len: 8, seq: 1}),
+		"signalled cas":   encodeRequest(request{op: rdma.OpCompareAndSwap, flags: reqSignaled, seq: 1}),
+		"unknown flag":    encodeRequest(request{op: rdma.OpWrite, flags: 2, seq: 1}),
 	}
 	reserved := encodeRequest(good)
 	reserved[2] = 1
@@ -129,6 +134,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(encodeRequest(request{op: rdma.OpWrite, len: 8, seq: 1, raddr: 64, rkey: 1 << 20}))
 	f.Add(encodeRequest(request{op: rdma.OpCompareAndSwap, seq: 9, raddr: 64, rkey: 1 << 20, arg1: 1, arg2: 2}))
 	f.Add(encodeRequest(request{op: rdma.OpSend, len: 3, seq: 2, imm: 4}))
+	f.Add(encodeRequest(request{op: rdma.OpWrite, flags: reqSignaled, len: 8, seq: 3, raddr: 64, rkey: 1}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeRequest(b, 4096)

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -36,6 +37,13 @@ type rawConn struct {
 	spins int // non-blocking reads, each followed by a yield, before waiting
 	p     *poller
 	ready chan struct{} // a token per arrival, from the poller
+	// owed and answer, if set, are the responder's (serve.go): owed
+	// reports whether it holds back acknowledgements, which answer
+	// writes if Read waits ackDelay for input with owed true. Set before
+	// the first Read, by the connection's one reader; idle is its timer.
+	owed   func() bool
+	answer func()
+	idle   *time.Timer
 
 	mu         sync.Mutex
 	users      int
@@ -88,6 +96,36 @@ func (r *rawConn) notify() {
 	}
 }
 
+// wait waits for the poller's next token: an arrival or a hang-up since the
+// last token (or a shutdown). A token for data already read only
+// makes the caller read once more. A responder that
+// holds back acknowledgements gets ackDelay for more input to come; then
+// it answers and waits on.
+func (r *rawConn) wait() {
+	if r.owed != nil && r.owed() {
+		if r.idle == nil {
+			r.idle = time.NewTimer(ackDelay)
+		} else {
+			r.idle.Reset(ackDelay)
+		}
+		select {
+		case <-r.ready:
+			r.idle.Stop() // no stale fire after Stop (Go 1.23 timers)
+			return
+		case <-r.idle.C:
+			r.answer()
+		}
+	}
+	<-r.ready
+}
+
+// ackDelay is how long a responder waits for more input before it answers
+// the unsignalled WRITEs and SENDs it applied (frame.go, reqSignaled): far
+// above the gap between the ticks of a live feed, which then needs no ACK
+// but the signalled ones', and far below Config.AckTimeout and CloseLinger,
+// which wait on the answer when the requester stops.
+const ackDelay = time.Millisecond
+
 // Read reads without ever blocking in the kernel: it tries, yields and
 // tries again ReadSpins times, then waits for the poller's token.
 func (r *rawConn) Read(b []byte) (int, error) {
@@ -98,7 +136,7 @@ func (r *rawConn) Read(b []byte) (int, error) {
 				runtime.Gosched()
 				continue
 			}
-			<-r.ready // a token per arrival or hang-up since the last one
+			r.wait()
 			i = 0
 			continue
 		}

@@ -24,34 +24,83 @@ func (q *QP) PostSend(wr *rdma.WorkRequest) error {
 		return rdma.ErrInvalidRequest
 	}
 	spinAcquire(&q.postBusy)
-	err := q.postSend(wr)
+	queued, err := q.postSend(wr, false)
+	if queued {
+		q.publish()
+	}
 	q.postBusy.Store(false)
 	return err
 }
 
-func (q *QP) postSend(wr *rdma.WorkRequest) error {
+var _ rdma.BatchPoster = (*QP)(nil)
+
+// PostSendBatch posts wrs in order, as PostSend one by one would
+// (rdma.BatchPoster), and hands them to the flusher at once: a tick's body
+// and stamp WRITEs leave in one write to the socket, never split by a
+// flusher that woke between them, and the batch pays one posting flag and
+// one publish.
+func (q *QP) PostSendBatch(wrs []rdma.WorkRequest) (int, error) {
+	spinAcquire(&q.postBusy)
+	unpublished := false
+	n := 0
+	var err error
+	for n < len(wrs) {
+		var queued bool
+		if queued, err = q.postSend(&wrs[n], unpublished); err != nil {
+			break
+		}
+		unpublished = unpublished || queued
+		n++
+	}
+	if unpublished {
+		q.publish()
+	}
+	q.postBusy.Store(false)
+	return n, err
+}
+
+// publish hands what postSend queued to the flusher.
+func (q *QP) publish() {
+	q.tx.publish()
+	if rdma.QPState(q.state.Load()) == rdma.QPError || q.stopped.Load() {
+		// fail or Close ran meanwhile and may have drained before our
+		// Stores; drain again so no request is lost. (A Close still
+		// lingering lets the reaper answer them, or drains them at its
+		// end.)
+		q.drain()
+	}
+}
+
+// postSend queues wr; queued says its frame is in the send buffer, not yet
+// published to the flusher (the caller publishes). unpublished says earlier
+// frames of this call are: they are published before a local error fails
+// the QP.
+func (q *QP) postSend(wr *rdma.WorkRequest, unpublished bool) (queued bool, err error) {
 	state := rdma.QPState(q.state.Load())
 	switch state {
 	case rdma.QPReadyToSend, rdma.QPError:
 	case rdma.QPClosed:
-		return rdma.ErrClosed
+		return false, rdma.ErrClosed
 	default:
-		return errNotConnected
+		return false, errNotConnected
 	}
 	pos := q.posted.Load() // only this goroutine stores it
 	if pos-q.retired.Load() >= q.sqDepth {
-		return rdma.ErrSendQueueFull
+		return false, rdma.ErrSendQueueFull
 	}
 	if !q.scq.reserve() { // room for the completion this request may make
-		return rdma.ErrSendQueueFull
+		return false, rdma.ErrSendQueueFull
 	}
 	e := sqEntry{id: wr.ID, op: wr.Op, signaled: q.cfg.SignalAll || wr.Flags&rdma.FlagSignaled != 0}
 	if state == rdma.QPError {
 		e.status, e.preset = rdma.StatusFlushed, true
 		q.enqueueFailed(pos, e)
-		return nil
+		return false, nil
 	}
 	r := request{op: wr.Op, seq: pos + 1, raddr: wr.Remote.Addr, rkey: wr.Remote.RKey}
+	if e.signaled && hasPayload(wr.Op) {
+		r.flags = reqSignaled // answered as soon as the responder's input runs dry
+	}
 	inline := wr.Flags&rdma.FlagInline != 0
 	var (
 		payload []byte
@@ -114,6 +163,9 @@ func (q *QP) postSend(wr *rdma.WorkRequest) error {
 		if src != nil {
 			src.release()
 		}
+		if unpublished {
+			q.publish() // the batch's earlier requests go first, as posted
+		}
 		// As in verbs, a local error completes the request and moves the
 		// QP to ERR; earlier requests complete StatusFlushed.
 		e.status, e.preset, e.len = st, true, 0
@@ -121,7 +173,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest) error {
 		q.posted.Store(pos + 1) // pairs with drain's Load
 		q.fail(rdma.StatusFlushed, errLocal)
 		q.drain() // in case the QP was already in ERR and fail did nothing
-		return nil
+		return false, nil
 	}
 	t := q.tx
 	if t.free() < uint64(reqHeaderLen+len(payload)) {
@@ -129,7 +181,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest) error {
 			src.release()
 		}
 		q.scq.unreserve()
-		return rdma.ErrSendQueueFull
+		return false, rdma.ErrSendQueueFull
 	}
 	var hdr [reqHeaderLen]byte
 	r.put(hdr[:])
@@ -140,14 +192,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest) error {
 	}
 	q.sq[pos&q.sqMask] = e
 	q.posted.Store(pos + 1) // pairs with the Loads in reap and drain
-	t.publish()
-	if rdma.QPState(q.state.Load()) == rdma.QPError || q.stopped.Load() {
-		// fail or Close ran meanwhile and may have drained before our
-		// Store; drain again so the request is not lost. (A Close still
-		// lingering lets the reaper answer it, or drains it at its end.)
-		q.drain()
-	}
-	return nil
+	return true, nil
 }
 
 // localSpan pins the local region behind sge and returns its n bytes.

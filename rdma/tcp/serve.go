@@ -13,25 +13,38 @@ import (
 
 // serve is the responder of one incoming data connection: it reads the
 // peer's requests in order, checks each against this device's regions,
-// applies it and answers. Acknowledgements of WRITEs and SENDs are batched:
-// one cumulative ACK is written when no more request bytes are buffered,
-// just before the responder would block reading. Garbage, a truncated frame
-// or a broken connection ends it and moves the QP to ERR; the memory of
-// this device is only touched by whole, valid frames.
+// applies it and answers. Acknowledgements of WRITEs and SENDs are
+// cumulative and batched (frame.go, reqSignaled): written when the buffered
+// input runs out and a signalled one is owed, after ackEvery, or when no
+// input came for ackDelay. Garbage, a truncated frame or a
+// broken connection ends it and moves the QP to ERR; the memory of this
+// device is only touched by whole, valid frames.
 func (q *QP) serve(c *rawConn) {
 	defer c.release()
 	br := bufio.NewReaderSize(c, 256<<10)
 	bw := bufio.NewWriterSize(c, 64<<10)
 	s := responder{q: q, bw: bw, max: uint32(q.dev.cfg.MaxMsgSize)}
+	// When no input came for ackDelay, answer everything applied: the
+	// requester's unsignalled tail, which nobody polls for, but which its
+	// watchdog and its Close wait on. A write error here shows as the
+	// connection's next read error.
+	c.owed = func() bool { return s.ackUpto != 0 }
+	c.answer = func() {
+		if s.flushAck() == nil {
+			_ = bw.Flush()
+		}
+	}
 	var hdr [reqHeaderLen]byte
 	var err error
 	expect := uint64(1)
 	for {
-		// Answer when the input runs dry, and at least every ackEvery
-		// requests while it does not: a requester streaming into a full
-		// pipe would otherwise hear nothing until it stops, its send queue
-		// filling and draining in lock step with the round trip.
-		if br.Buffered() == 0 || s.unacked >= ackEvery {
+		// Answer when the buffered input runs out and an answer is wanted
+		// (a signalled request's ACK, a READ or atomic response, a NAK),
+		// and every ackEvery requests while it does not: a requester
+		// streaming into a full pipe would otherwise hear nothing until it
+		// stops, its send queue filling and draining in lock step with the
+		// round trip.
+		if (br.Buffered() == 0 && (s.wanted || bw.Buffered() > 0)) || s.unacked >= ackEvery {
 			if err = s.flushAck(); err != nil {
 				break
 			}
@@ -99,6 +112,7 @@ type responder struct {
 	scratch []byte
 	ackUpto uint64 // highest applied seq whose ACK is owed; 0 for none
 	unacked int    // requests applied since the last response written
+	wanted  bool   // a signalled request is among them: answer once the input runs out
 	out     [respHeaderLen]byte
 }
 
@@ -112,7 +126,7 @@ func (s *responder) flushAck() error {
 // respond writes a response; it answers every earlier request too.
 func (s *responder) respond(r response, data []byte) error {
 	r.put(s.out[:])
-	s.ackUpto, s.unacked = 0, 0
+	s.ackUpto, s.unacked, s.wanted = 0, 0, false
 	if _, err := s.bw.Write(s.out[:]); err != nil {
 		return err
 	}
@@ -185,6 +199,7 @@ func (s *responder) apply(r *request, payload []byte) error {
 			q.rcq.push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecvImm, QPN: q.num, Bytes: r.len, Imm: r.imm})
 		}
 		s.ackUpto = r.seq
+		s.wanted = s.wanted || r.flags&reqSignaled != 0
 		return nil
 	case rdma.OpSend:
 		rr, ok := s.takeRecv()
@@ -207,6 +222,7 @@ func (s *responder) apply(r *request, payload []byte) error {
 		q.rcq.push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecv, QPN: q.num, Bytes: r.len, Imm: r.imm})
 		s.ackUpto = r.seq
 		s.unacked++
+		s.wanted = s.wanted || r.flags&reqSignaled != 0
 		return nil
 	case rdma.OpRead:
 		reg, src, st := s.remoteSpan(r.rkey, r.raddr, uint64(r.len), rdma.AccessRemoteRead)

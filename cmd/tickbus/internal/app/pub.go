@@ -90,7 +90,7 @@ func runPub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		journal = -1 // publisher.Config: -1 is none, 0 its default
 	}
 	p, err := publisher.New(ctx, node, devs, publisher.Config{Topic: c.Topic, Provider: provider(c), SlotSize: c.Ring.SlotSize,
-		JournalSlots: journal, MaxBatch: max(64, c.Pub.Batch), Idle: idle, ArbitrationWindow: c.Feed.LineWindow, Logger: log})
+		JournalSlots: journal, MaxBatch: max(64, c.Pub.Batch), Timeout: c.Pub.Timeout, Idle: idle, ArbitrationWindow: c.Feed.LineWindow, Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "tickbus pub: %v\n", err)
 		return ExitFailed

@@ -1,0 +1,112 @@
+package tcp_test
+
+import (
+	"encoding/binary"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/rdma/tcp"
+)
+
+func batchWrite(a, b *side, off, n, dst int, flags rdma.SendFlags) rdma.WorkRequest {
+	return rdma.WorkRequest{ID: uint64(dst), Op: rdma.OpWrite, Flags: flags, Local: rdma.LocalSGE(a.MR, off, n), Remote: remote(b.MR, dst)}
+}
+
+// A batch lands in order and completes as the same PostSend calls would:
+// only its signalled request makes a completion.
+func TestQP_PostSendBatch_WritesInOrderAndCompletesAsPostSend(t *testing.T) {
+	a, b := pair(t, tcp.Config{})
+	src := a.MR.Bytes()
+	for i := range 64 {
+		src[i] = byte(i + 1)
+	}
+	binary.LittleEndian.PutUint64(src[64:], 42)
+	wrs := []rdma.WorkRequest{
+		batchWrite(a, b, 8, 56, 8, 0),                 // body
+		batchWrite(a, b, 64, 8, 0, rdma.FlagSignaled), // stamp
+		batchWrite(a, b, 0, 64, 128, 0),               // another slot
+		{ID: 7, Op: rdma.OpFetchAndAdd, Flags: rdma.FlagSignaled, Add: 3, Local: rdma.LocalSGE(a.MR, 256, 8), Remote: remote(b.MR, 512)},
+	}
+	n, err := a.QP.(rdma.BatchPoster).PostSendBatch(wrs)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	c := wait(t, a.CQ)
+	assert.Equal(t, uint64(0), c.ID, "the stamp first")
+	assert.Equal(t, rdma.StatusSuccess, c.Status)
+	c = wait(t, a.CQ)
+	assert.Equal(t, uint64(7), c.ID)
+	assert.Equal(t, rdma.StatusSuccess, c.Status)
+	none(t, a.CQ)
+	dst := b.MR.Bytes()
+	assert.Equal(t, uint64(42), binary.LittleEndian.Uint64(dst[0:]))
+	assert.Equal(t, src[8:64], dst[8:64])
+	assert.Equal(t, src[0:64], dst[128:192])
+	assert.Equal(t, uint64(3), binary.LittleEndian.Uint64(dst[512:]))
+}
+
+// A request with a local error mid-batch completes with it, after the
+// requests before it were sent; the QP moves to ERR and later posts are
+// flushed.
+func TestQP_PostSendBatch_LocalErrorMidBatchFailsThatRequest(t *testing.T) {
+	a, b := pair(t, tcp.Config{})
+	binary.LittleEndian.PutUint64(a.MR.Bytes(), 5)
+	bad := batchWrite(a, b, 0, 8, 16, rdma.FlagSignaled)
+	bad.Local.LKey ^= 0xffff
+	wrs := []rdma.WorkRequest{
+		batchWrite(a, b, 0, 8, 0, rdma.FlagSignaled),
+		bad,
+		batchWrite(a, b, 0, 8, 24, rdma.FlagSignaled),
+	}
+	n, err := rdma.PostSendBatch(a.QP, wrs)
+	require.NoError(t, err, "a failed request is a completion, not an error of the call")
+	require.Equal(t, 3, n)
+	var st []rdma.Status
+	for range 3 {
+		st = append(st, wait(t, a.CQ).Status)
+	}
+	assert.Contains(t, [][]rdma.Status{
+		{rdma.StatusSuccess, rdma.StatusLocalProtection, rdma.StatusFlushed},
+		{rdma.StatusFlushed, rdma.StatusLocalProtection, rdma.StatusFlushed}, // the ERR came before the first's ACK
+	}, st)
+	assert.Equal(t, rdma.QPError, a.QP.State())
+	assert.Zero(t, binary.LittleEndian.Uint64(b.MR.Bytes()[24:]), "a flushed WRITE changes nothing")
+}
+
+// A batch longer than the send queue posts what fits and says why it
+// stopped; nothing after the refused request is queued.
+func TestQP_PostSendBatch_FullQueueStopsTheBatch(t *testing.T) {
+	a, b := pair(t, tcp.Config{})
+	wrs := make([]rdma.WorkRequest, 80) // the rig's send queue holds 64
+	for i := range wrs {
+		wrs[i] = batchWrite(a, b, 0, 8, 8*(i%64), 0)
+	}
+	wrs[63].Flags = rdma.FlagSignaled
+	n, err := a.QP.(rdma.BatchPoster).PostSendBatch(wrs)
+	require.ErrorIs(t, err, rdma.ErrSendQueueFull)
+	require.Equal(t, 64, n)
+	c := wait(t, a.CQ)
+	assert.Equal(t, rdma.StatusSuccess, c.Status)
+	assert.Equal(t, uint64(8*63), c.ID)
+	none(t, a.CQ)
+	assert.Zero(t, a.QP.(*tcp.QP).Outstanding())
+}
+
+// The tcp post path stays free of allocations in a batch too.
+func TestQP_PostSendBatch_AllocatesNothing(t *testing.T) {
+	a, b := pair(t, tcp.Config{})
+	wrs := []rdma.WorkRequest{batchWrite(a, b, 8, 56, 8, 0), batchWrite(a, b, 0, 8, 0, rdma.FlagSignaled)}
+	var cs [4]rdma.Completion
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := a.QP.(rdma.BatchPoster).PostSendBatch(wrs); err != nil {
+			t.Fatal(err)
+		}
+		for a.CQ.Poll(cs[:]) == 0 {
+			runtime.Gosched()
+		}
+	})
+	assert.Zero(t, allocs)
+}
