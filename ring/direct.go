@@ -272,10 +272,22 @@ func putSlot(t *target, seq uint64, body *slotBody, payload []byte) {
 		stampStore(&h.Stamp, StampBusy)
 	}
 	b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (layout.go)
+	if n := len(payload); n > slotLine0 {
+		// The lines after the stamp's first, then the stamp's line whole:
+		// its stores (header, payload head, stamp) leave the store buffer
+		// back to back, so a reader polling the stamp cannot take the line
+		// between the header and the stamp while a later line is fetched.
+		copy(s[SlotHeaderSize+slotLine0:], payload[slotLine0:])
+		payload = payload[:slotLine0]
+	}
 	b[0], b[1], b[2] = body.ns, body.lenTypFl, body.pubCheck
 	copy(s[SlotHeaderSize:], payload)
 	stampStore(&h.Stamp, seq)
 }
+
+// slotLine0 is how much payload shares a slot's first cache line with the
+// stamp and header.
+const slotLine0 = 64 - SlotHeaderSize
 
 // directBatch is directTick for the consecutive sequences first.. of
 // ticks: the headers once, then per target every tick, slot after slot.
@@ -308,8 +320,13 @@ func putRun(t *target, first uint64, bodies []slotBody, ticks []Tick) {
 			stampStore(&h.Stamp, StampBusy)
 		}
 		b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (slotBody)
+		p := ticks[i].Payload
+		if len(p) > slotLine0 { // later lines first, as putSlot
+			copy(s[SlotHeaderSize+slotLine0:], p[slotLine0:])
+			p = p[:slotLine0]
+		}
 		b[0], b[1], b[2] = bodies[i].ns, bodies[i].lenTypFl, bodies[i].pubCheck
-		copy(s[SlotHeaderSize:], ticks[i].Payload)
+		copy(s[SlotHeaderSize:], p)
 		stampStore(&h.Stamp, seq) // release; pairs with the reader's load of the stamp
 	}
 }
