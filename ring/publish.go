@@ -139,8 +139,8 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 	if err != nil {
 		return 0, err
 	}
-	if !w.inLimit(seq, 1) {
-		return 0, ErrFenced // before the room, as in Publish
+	if !w.claimable(seq, 1) {
+		return 0, ErrFenced // before the room and the claim, as in Publish
 	}
 	if w.soloOn {
 		w.soloLeave() // arbitration needs the exact counter
@@ -160,6 +160,7 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 				w.cached = seq + 1
 			}
 			if !w.claimable(seq, 1) {
+				w.giveBack(seq, 1)
 				return 0, ErrFenced // won, but the epoch may have ended since the check above
 			}
 			w.stage(0, seq, typ, 0, payload, publishNs)
@@ -456,6 +457,9 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 		}
 	}
 	if w.faa {
+		if !w.claimable(w.cached, n) { // the lease end, before the claim shows (see fenced)
+			return 0, ErrFenced
+		}
 		orig, err := w.atomic(rdma.OpFetchAndAdd, 0, 0, n)
 		if err != nil {
 			return 0, err
@@ -469,6 +473,9 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 			// every race to one beside it for as long as that one keeps
 			// publishing. Fetch-and-add always wins, in one round trip;
 			// the room it takes was checked for the last value seen.
+			if !w.claimable(w.cached, n) {
+				return 0, ErrFenced
+			}
 			orig, err := w.atomic(rdma.OpFetchAndAdd, 0, 0, n)
 			if err != nil {
 				return 0, err
@@ -477,7 +484,7 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 			return w.fenced(orig, n)
 		}
 		want := w.cached
-		if !w.inLimit(want, n) {
+		if !w.claimable(want, n) { // the lease end too, before the claim shows (see fenced)
 			return 0, ErrFenced
 		}
 		orig, err := w.atomic(rdma.OpCompareAndSwap, want, want+n, 0)
@@ -503,12 +510,31 @@ func (w *Writer) claimRoom(tl *targetList, n uint64) (uint64, error) {
 }
 
 // fenced returns first, or ErrFenced when the claimed sequences reach the
-// limit (epoch.go): they are not written.
+// limit or the lease end (epoch.go): they are not written. The claim
+// checks both before it shows, so this refuses only a claim the epoch
+// ended under (a home that answered late, a stall between the check and
+// the atomic); on the direct path that claim goes back (giveBack), so
+// readers who READ the counter for gap detection do not take it for
+// claimed and name a gap for sequences that never carried a tick (the
+// publisher retries the tick in the next epoch: the CLI's NATS-outage
+// test saw gaps of 2-6 then the epoch, with every tick received).
 func (w *Writer) fenced(first, n uint64) (uint64, error) {
 	if !w.claimable(first, n) {
+		w.giveBack(first, n)
 		return 0, ErrFenced
 	}
 	return first, nil
+}
+
+// giveBack undoes a claim of first..first+n-1 that will not be written,
+// on the direct path (the counter in our own mapped memory, whose CPU
+// atomics are the QPs' own), if nobody claimed after it: the counter is
+// first+n still. Elsewhere (a round trip, and the home may not answer)
+// the claim stays and readers name it a gap, never silently.
+func (w *Writer) giveBack(first, n uint64) {
+	if w.dctr != nil && w.dhome.Live() && atomic.CompareAndSwapUint64(w.dctr, first+n, first) {
+		w.cached = first
+	}
 }
 
 // maxCASLosses is how many CAS claims in a row a Publish or PublishBatch may
