@@ -154,7 +154,21 @@ func TestFaults_NATSDownAndBack_DataFlowsAndDiscoveryResumes(t *testing.T) {
 			}
 			t.Logf("%s out (no stats):\n%s\n%s err:\n%s", p.name, strings.Join(evs, "\n"), p.name, lastLines(p.errOut(), 40))
 		}
+		// the publisher's side: its failovers, the subscribers it served or dropped
+		t.Logf("pub out:\n%s\npub err:\n%s", pub.out(), lastLines(pub.errOut(), 80))
 	}
+}
+
+// nonStats is a process's stdout without its stats lines: its events
+// (gap, overrun, epoch, ...) and summary.
+func nonStats(out string) string {
+	var evs []string
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.Contains(l, `"event":"stats"`) {
+			evs = append(evs, l)
+		}
+	}
+	return strings.Join(evs, "\n")
 }
 
 func lastLines(s string, n int) string {
@@ -189,7 +203,8 @@ func TestFaults_SubscriberSignalled_DrainsSaysGoodbyeLeavesNothing(t *testing.T)
 			s.signal(sig)
 			require.Equal(t, 0, s.wait(30*time.Second), s.errOut())
 			sum := s.waitEvent("summary", time.Second)
-			assert.Zero(t, num(sum, "lost"))
+			assert.Zero(t, num(sum, "lost"), "every loss event the subscriber saw, and both logs:\n%s\nsubscriber:\n%s\npublisher:\n%s",
+				nonStats(s.out()), lastLines(s.errOut(), 40), lastLines(pub.errOut(), 40))
 			assert.NotEmpty(t, logLines(s, "subscriber: closed"), "the ring was closed (unmapped)")
 			assert.NotEmpty(t, logLines(s, "bus: unsubscribed"), "it withdrew from the topic")
 
