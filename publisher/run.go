@@ -31,6 +31,10 @@ type FeedResult struct {
 	Elapsed     time.Duration // from the first intended send to the end
 	MaxBehind   time.Duration // the furthest the sender fell behind its schedule
 	Retries     uint64        // publishes retried because the topic had no home (ErrNoHome)
+	// Unpublished is the ticks the run ended with in hand: its end came
+	// while they waited for a home (ErrNoHome). They have no sequence, so
+	// no subscriber misses them; the run is not failed for them.
+	Unpublished uint64
 }
 
 // Rate is ticks per second over the run.
@@ -44,7 +48,9 @@ func (r FeedResult) Rate() float64 {
 // RunFeed publishes feed's ticks through p until run.Duration has passed
 // or ctx ends, paced from intended send times (each tick's PubTime is its
 // intended time, so latency includes any stall of the sender). An error
-// from the publisher ends the run and is returned with what was published.
+// from the publisher ends the run and is returned with what was published;
+// ErrNoHome is retried until the run's end, which then ends it without an
+// error (FeedResult.Unpublished counts the ticks held).
 func RunFeed(ctx context.Context, p *Publisher, feed *Feed, run FeedRun) (FeedResult, error) {
 	if run.Batch == 0 {
 		run.Batch = 1
@@ -123,6 +129,10 @@ func RunFeed(ctx context.Context, p *Publisher, feed *Feed, run FeedRun) (FeedRe
 				break
 			}
 			res.Retries++
+		}
+		if err == ErrNoHome { // stopped while no home answered: the run's end, not its failure
+			res.Unpublished += uint64(n)
+			break
 		}
 		if err != nil {
 			res.Elapsed = time.Since(start)

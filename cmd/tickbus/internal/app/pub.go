@@ -44,7 +44,10 @@ type pubSummary struct {
 	Seconds   float64 `json:"seconds"`
 	Rate      float64 `json:"rate"`
 	BehindNs  int64   `json:"max_behind_ns"`
-	Error     string  `json:"error,omitempty"`
+	// Unpublished: ticks the run ended with while no home answered (a
+	// failover under way at its end); they got no sequence.
+	Unpublished uint64 `json:"unpublished,omitempty"`
+	Error       string `json:"error,omitempty"`
 	// A replay (--feed itch|csv) also reports these.
 	Feed     string `json:"feed,omitempty"`
 	Messages uint64 `json:"messages,omitempty"`
@@ -113,7 +116,10 @@ func runPub(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	res, runErr := publisher.RunFeed(ctx, p, walk, publisher.FeedRun{Rate: c.Pub.Rate, Duration: c.Pub.Duration, Batch: c.Pub.Batch, Idle: idle})
 	sum := pubSummary{Event: "published", Node: node.ID(), Published: res.Published, First: res.First, Last: res.Last,
-		Seconds: res.Elapsed.Seconds(), Rate: res.Rate(), BehindNs: int64(res.MaxBehind)}
+		Seconds: res.Elapsed.Seconds(), Rate: res.Rate(), BehindNs: int64(res.MaxBehind), Unpublished: res.Unpublished}
+	if res.Unpublished > 0 {
+		log.Warn().Uint64("unpublished", res.Unpublished).Msg("publisher: the run ended while the topic had no home; its last ticks were not published")
+	}
 	if runErr != nil {
 		sum.Error = runErr.Error()
 	}
