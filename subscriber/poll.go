@@ -11,8 +11,12 @@ import (
 // delivered (ticks plus events), for an idle strategy. It allocates
 // nothing, takes no lock and makes no syscall. One goroutine polls.
 func (s *Subscriber) Poll() int {
-	if !s.h.joined {
-		s.maybeStart()
+	if !s.h.joined && !s.maybeStart() {
+		// A publisher's connect is learning where the ring starts: polling
+		// now would recover the topic's earlier ticks from the journal (or
+		// name them a gap) and join at 1. Nothing was delivered yet, and
+		// learnStart's wait is bounded.
+		return 0
 	}
 	if s.h.lat.n > 0 {
 		s.h.lat.record(s.rec) // the last poll's ticks are out: now their latencies

@@ -13,10 +13,11 @@ import (
 
 // maybeStart moves a ring that has delivered nothing to the start
 // learnStart found (polling goroutine), once no publisher is between
-// learning it and being answered.
-func (s *Subscriber) maybeStart() {
+// learning it and being answered. It reports false while one is: the ring
+// must not be polled until the start is known.
+func (s *Subscriber) maybeStart() bool {
 	if s.accepting.Load() != 0 { // pairs with the Add in learnStart
-		return
+		return false
 	}
 	if v := s.restartAt.Load(); v > s.reader.Next() { // pairs with the Store in unstick
 		skipped := v - s.reader.Next()
@@ -24,13 +25,14 @@ func (s *Subscriber) maybeStart() {
 			s.h.startedAt.Store(v)
 			s.h.joinSkipped.Add(skipped) // counted as lost while joining, never silent
 		}
-		return
+		return true
 	}
 	if v := s.startAt.Load(); v > s.reader.Next() { // pairs with the CAS in learnStart
 		if err := s.reader.StartAt(v); err == nil {
 			s.h.startedAt.Store(v)
 		}
 	}
+	return true
 }
 
 // learnStart runs in accept, before the publisher is answered, so before
