@@ -5,7 +5,6 @@ import (
 	"context"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,26 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tickbus/tickbus/internal/testlog"
 	"github.com/tickbus/tickbus/rdma"
 )
 
-// syncBuf is a log sink several goroutines write.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuf = testlog.Buf
 
 // A burst of requests naming an rkey the peer may not use, between two
 // devices of one provider as link opens them (shm, tcp): the first fails

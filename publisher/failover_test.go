@@ -1,7 +1,6 @@
 package publisher_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"slices"
@@ -11,11 +10,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/internal/testlog"
 	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/ring"
@@ -352,7 +351,7 @@ func namedBy(events []ring.Event) func(uint64) bool {
 func TestFence_SmallReservation_ExtendedAheadAndNeverWrittenPast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	log := testLogger(t)
+	log := testlog.OnFailure(t)
 	node, err := bus.Open(ctx, bus.Config{NodeID: "chunk", ReserveChunk: 256, LeaseTTL: testLease, Logger: log})
 	require.NoError(t, err)
 	defer node.Close()
@@ -406,35 +405,3 @@ func TestFence_SmallReservation_ExtendedAheadAndNeverWrittenPast(t *testing.T) {
 // loaded CI host stalls it for seconds, the default's 562 ms are for
 // failover speed on a host that is not.
 const testLease = 10 * time.Second
-
-// logBuf is a log sink safe from any goroutine.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// testLogger collects a test's control-path log lines (info and above) and
-// prints them if the test fails: a failure under load says what the bus
-// and the publisher did (a lost lease, a failover).
-func testLogger(t *testing.T) *zerolog.Logger {
-	l := &logBuf{}
-	lg := zerolog.New(l).With().Timestamp().Logger().Level(zerolog.InfoLevel)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", l.String())
-		}
-	})
-	return &lg
-}

@@ -2,7 +2,6 @@ package ring
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding"
 	"encoding/binary"
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/internal/child"
+	"github.com/tickbus/tickbus/internal/testlog"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/rdma/shm"
 )
@@ -455,22 +455,7 @@ type proc struct {
 	stderr   *syncBuf
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuf = testlog.Buf
 
 func startProc(t testing.TB, ctx context.Context, name, role string, args ...string) *proc {
 	t.Helper()

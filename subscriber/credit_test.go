@@ -1,17 +1,15 @@
 package subscriber
 
 import (
-	"bytes"
 	"context"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/internal/testlog"
 	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
@@ -36,7 +34,7 @@ func (h *countTicks) OnEvent(ring.Event)    {}
 func TestReliable_CreditWritesLand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	log := testLogger(t)
+	log := testlog.OnFailure(t)
 	node, err := bus.Open(ctx, bus.Config{NodeID: "credit", LeaseTTL: 10 * time.Second, Logger: log})
 	require.NoError(t, err)
 	defer node.Close()
@@ -68,36 +66,4 @@ func TestReliable_CreditWritesLand(t *testing.T) {
 	st := sub.reader.Stats()
 	assert.Equal(t, uint64(n), st.Delivered)
 	assert.Zero(t, st.CreditErrors, "credit writes that failed")
-}
-
-// logBuf is a log sink safe from any goroutine.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// testLogger collects a test's control-path log lines (info and above) and
-// prints them if the test fails: a failure under load says what the bus,
-// the publisher and the subscriber did (a lost lease, a failover).
-func testLogger(t *testing.T) *zerolog.Logger {
-	l := &logBuf{}
-	lg := zerolog.New(l).With().Timestamp().Logger().Level(zerolog.InfoLevel)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", l.String())
-		}
-	})
-	return &lg
 }

@@ -132,8 +132,12 @@ func TestFailover_OnlyPublisherKilledNewOneLater_EveryTickOfTheNewOneReceived(t 
 	defer cancel()
 	port := freePort(t)
 	startNATS(t, ctx, natsBin, port) // with JetStream
+	// A 5 s lease: the new home must hold its epoch for its whole run (one
+	// epoch event is the claim), and a loaded CI host stalls a lease loop
+	// for seconds, past the default's 562 ms (a lost lease is a second,
+	// named, epoch: correct, but not what this test is about).
 	common := []string{"--nats", fmt.Sprintf("nats://127.0.0.1:%d", port), "--topic", "restart", "--idle", "yield", "--json",
-		"--log-level", "info", "--log-format", "json"}
+		"--log-level", "info", "--log-format", "json", "--lease-ttl", "5s"}
 	sub := start(t, ctx, "sub", tickbus, nil, append([]string{"sub", "--node-id", "s", "--interval", "200ms", "--print"}, common...)...)
 	sub.waitEvent("ready", 30*time.Second)
 	old := start(t, ctx, "old", tickbus, nil, append([]string{"pub", "--node-id", "pa", "--venue", "XAAA", "--rate", "1000",

@@ -45,14 +45,8 @@ const validAccess = rdma.AccessLocalWrite | rdma.AccessRemote
 // RegisterMemory allocates size bytes of memfd-backed, pre-touched memory
 // and registers it.
 func (d *Device) RegisterMemory(size int, access rdma.Access) (rdma.MemoryRegion, error) {
-	if err := d.errIfClosed(); err != nil {
+	if err := d.checkAlloc(size, access); err != nil {
 		return nil, err
-	}
-	if size <= 0 || size > maxRegion {
-		return nil, fmt.Errorf("%w: shm region size %d, want 1..%d", rdma.ErrInvalidConfig, size, maxRegion)
-	}
-	if access&^validAccess != 0 {
-		return nil, fmt.Errorf("%w: shm access %#x", rdma.ErrInvalidConfig, uint32(access))
 	}
 	m, err := shmem.Alloc("shm-region", size)
 	if err != nil {
@@ -65,20 +59,29 @@ func (d *Device) RegisterMemory(size int, access rdma.Access) (rdma.MemoryRegion
 	return r, nil
 }
 
+// checkAlloc is what RegisterMemory and RegisterMemoryUnits check before
+// they allocate.
+func (d *Device) checkAlloc(size int, access rdma.Access) error {
+	if err := d.errIfClosed(); err != nil {
+		return err
+	}
+	if size <= 0 || size > maxRegion {
+		return fmt.Errorf("%w: shm region size %d, want 1..%d", rdma.ErrInvalidConfig, size, maxRegion)
+	}
+	if access&^validAccess != 0 {
+		return fmt.Errorf("%w: shm access %#x", rdma.ErrInvalidConfig, uint32(access))
+	}
+	return nil
+}
+
 var _ rdma.UnitRegisterer = (*Device)(nil)
 
 // RegisterMemoryUnits is RegisterMemory of memory in grant units
 // (rdma.MemoryConfig): one memfd per unit, so that a peer granted a range
 // is sent the memfds of the units it covers only.
 func (d *Device) RegisterMemoryUnits(size int, access rdma.Access, cfg rdma.MemoryConfig) (rdma.MemoryRegion, error) {
-	if err := d.errIfClosed(); err != nil {
+	if err := d.checkAlloc(size, access); err != nil {
 		return nil, err
-	}
-	if size <= 0 || size > maxRegion {
-		return nil, fmt.Errorf("%w: shm region size %d, want 1..%d", rdma.ErrInvalidConfig, size, maxRegion)
-	}
-	if access&^validAccess != 0 {
-		return nil, fmt.Errorf("%w: shm access %#x", rdma.ErrInvalidConfig, uint32(access))
 	}
 	if err := cfg.Validate(size); err != nil {
 		return nil, err
