@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/internal/testlog"
 	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
@@ -26,7 +27,7 @@ import (
 func TestJoin_WhileAStartIsLearnt_DeliversNothingThenStartsAtTheCounter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	log := testLogger(t)
+	log := testlog.OnFailure(t)
 	node, err := bus.Open(ctx, bus.Config{NodeID: "learn", LeaseTTL: 10 * time.Second, Logger: log})
 	require.NoError(t, err)
 	defer node.Close()
