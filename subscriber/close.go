@@ -23,6 +23,11 @@ func (s *Subscriber) Close() error {
 		s.stop.Store(true)
 		s.running.Lock() // Run has returned
 		s.drain()
+		if n, from, to := s.reader.Undelivered(); n > 0 {
+			s.undelivered.Store(n)
+			s.log.Warn().Uint64("ticks", n).Uint64("from", from).Uint64("to", to).
+				Msg("subscriber: closed with ticks in the ring it could not deliver (a newer epoch's, before its home record came); counted as lost")
+		}
 		s.h.lat.record(s.rec) // before the last stats
 		close(s.stopStats)
 		<-s.statsDone

@@ -39,12 +39,17 @@ type Counters struct {
 	// Rate is ticks per second over the last stats interval (0 with the
 	// stats loop off).
 	Rate float64
+	// Undelivered is what Close found in the ring past the reader after
+	// its drain: ticks written to this ring and never delivered (a newer
+	// epoch's, written before its home record arrived). Lost counts them.
+	Undelivered uint64
 }
 
 // Lost is every sequence passed and not delivered that a publisher wrote
-// or claimed: gaps, overruns, skips, corrupt slots. Join and Epoch are
-// counted apart: those sequences were never this ring's to receive.
-func (c Counters) Lost() uint64 { return c.Gaps + c.Overruns + c.Skips + c.Corrupt }
+// or claimed: gaps, overruns, skips, corrupt slots, and the ticks Close
+// left undelivered. Join and Epoch are counted apart: those sequences were
+// never this ring's to receive.
+func (c Counters) Lost() uint64 { return c.Gaps + c.Overruns + c.Skips + c.Corrupt + c.Undelivered }
 
 // Counters returns the totals now; safe from any goroutine.
 func (s *Subscriber) Counters() Counters {
@@ -58,7 +63,7 @@ func (s *Subscriber) Counters() Counters {
 		Join: lg + lo, Epoch: st.Epoch - je, Credits: int(s.credits.Load()), JournalEpoch: s.journalAt.Load(),
 		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
 		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo + je + s.h.joinSkipped.Load(), StartedAt: s.h.startedAt.Load(),
-		Rate: math.Float64frombits(s.rate.Load())}
+		Rate: math.Float64frombits(s.rate.Load()), Undelivered: s.undelivered.Load()}
 }
 
 func (s *Subscriber) statsLoop() {

@@ -43,15 +43,16 @@ type Subscriber struct {
 	stopStats  chan struct{}
 	statsDone  chan struct{}
 
-	startAt   atomic.Uint64 // the home's counter as learnStart learnt it (0: not yet)
-	accepting atomic.Int32  // learnStart calls in flight
-	restartAt atomic.Uint64 // unstick's counter (0: none)
-	done      chan struct{} // closed by Close: unstick goroutines return
-	wg        sync.WaitGroup
-	rate      atomic.Uint64 // float64 bits: ticks/s over the last stats interval
-	credits   atomic.Int32  // credit cells attached
-	journalAt atomic.Uint64 // epoch of the attached journal
-	homeEpoch atomic.Uint64 // the newest epoch whose journal is being attached (attachJournal stops retrying an older one)
+	startAt     atomic.Uint64 // the home's counter as learnStart learnt it (0: not yet)
+	undelivered atomic.Uint64 // ticks the ring held past the reader after Close's drain (Counters.Undelivered)
+	accepting   atomic.Int32  // learnStart calls in flight
+	restartAt   atomic.Uint64 // unstick's counter (0: none)
+	done        chan struct{} // closed by Close: unstick goroutines return
+	wg          sync.WaitGroup
+	rate        atomic.Uint64 // float64 bits: ticks/s over the last stats interval
+	credits     atomic.Int32  // credit cells attached
+	journalAt   atomic.Uint64 // epoch of the attached journal
+	homeEpoch   atomic.Uint64 // the newest epoch whose journal is being attached (attachJournal stops retrying an older one)
 
 	stop    atomic.Bool // Run returns when set
 	running sync.Mutex  // held by Run; Close waits on it
