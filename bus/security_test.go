@@ -78,6 +78,13 @@ func TestSecurity_ForgedControlMessages_ChangeNothing(t *testing.T) {
 	// (o heard it after it once, under -race: "a forged message changed what
 	// the nodes know")
 	require.Eventually(t, func() bool { return recH.count("sub-s/s2") == 1 && recO.count("sub-s/s2") == 1 }, eventually, tick)
+	// a heartbeat to replay: one per interval (a "who" no longer brings one)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		_, ok := sniffed["tickbus.d.hb"]
+		return ok
+	}, eventually, tick)
 	mu.Lock()
 	replays := map[string][]byte{}
 	for subj, b := range sniffed {
