@@ -164,6 +164,10 @@ func (n *Node) onReconnect(nc *nats.Conn) {
 	}
 	n.mu.Unlock()
 	n.connected.Store(true)
+	select {
+	case n.reread <- struct{}{}: // home records may have changed unseen
+	default:
+	}
 	n.announceAll("", "")
 	n.sendWho("", "")
 }

@@ -258,18 +258,26 @@ func (n *Node) newRecord(topic string, rec homeRecord) {
 	n.wakeLocked(topic)
 }
 
+// recordRefresh bounds how long a node may go without reading the home
+// records of its topics (refreshRecords), whatever the lease.
+const recordRefresh = 250 * time.Millisecond
+
 // refreshRecords reads the record of every topic this node publishes or
-// subscribes every LeaseTTL/2: a watcher that lost its consumer (a server
-// restart) must not leave a subscriber unaware of a new epoch.
+// subscribes every LeaseTTL/2 or recordRefresh, whichever is shorter, and
+// at once after a reconnect: a watcher that lost its consumer (a server
+// restart) must not leave a subscriber unaware of a new epoch. (With a
+// 30 s lease, a subscriber whose watcher broke learnt a new epoch up to
+// 15 s late, and closed with its ticks undelivered.)
 func (n *Node) refreshRecords(seqs jetstream.KeyValue) {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.LeaseTTL / 2)
+	t := time.NewTicker(min(n.cfg.LeaseTTL/2, recordRefresh))
 	defer t.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
+		case <-n.reread:
 		}
 		if !n.connected.Load() {
 			continue

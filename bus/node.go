@@ -45,7 +45,10 @@ type Node struct {
 
 	connected  atomic.Bool
 	reconnects atomic.Uint64
-	counters   counters
+	// reread asks refreshRecords to read the home records now (a
+	// reconnect: the watchers may have lost their consumers).
+	reread   chan struct{}
+	counters counters
 
 	kvMu   sync.Mutex // creating the buckets
 	leases jetstream.KeyValue
@@ -80,6 +83,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg:       cfg,
+		reread:    make(chan struct{}, 1),
 		log:       cfg.Logger.With().Str("node", cfg.NodeID).Logger(),
 		self:      PeerInfo{ID: cfg.NodeID, HostID: cfg.HostID, Incarnation: uint64(time.Now().UnixNano()), Providers: cfg.Providers, Key: id.pub},
 		limiter:   newRateLog(cfg.LogEvery),
