@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/internal/child"
+	"github.com/tickbus/tickbus/internal/testlog"
 	"github.com/tickbus/tickbus/rdma"
 )
 
@@ -36,23 +36,12 @@ const (
 )
 
 // logBuf is a goroutine-safe buffer for a zerolog logger.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type logBuf struct{ testlog.Buf }
 
 // count returns how many log lines contain every one of subs.
 func (l *logBuf) count(subs ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	n := 0
-	for _, line := range strings.Split(l.b.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		ok := line != ""
 		for _, s := range subs {
 			ok = ok && strings.Contains(line, s)
@@ -62,12 +51,6 @@ func (l *logBuf) count(subs ...string) int {
 		}
 	}
 	return n
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // leaseTTL: long enough that a home's renewals survive the race detector
