@@ -65,16 +65,25 @@ func TestPubSub_GrantOnlyDevices_EveryPeerUsesItsOwnConnectionsRKey(t *testing.T
 		"the home's journal attached: %+v", sub.Counters())
 
 	const n = 200 // each; ~6 laps of the ring in all: only credits let them through
+	// The subscriber polls on its own goroutine, as a real one does: a
+	// reliable ring's credit goes back on a later (idle) poll, so a
+	// publisher waiting for room must not be the only thing that would
+	// poll (it was, and waited out its timeout about once in six runs).
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for got.count() < 2*n && ctx.Err() == nil {
+			sub.Poll()
+		}
+	}()
+	defer func() { cancel(); <-polled }() // a failed publish: no Poll left running into Close
 	for i := 0; i < n; i++ {
 		for _, p := range []*publisher.Publisher{home, other} {
 			_, err := p.Publish(0x51, []byte("granted"), time.Now().UnixNano())
 			require.NoError(t, err)
 		}
-		sub.Poll()
 	}
-	for got.count() < 2*n && ctx.Err() == nil {
-		sub.Poll()
-	}
+	<-polled
 	require.Equal(t, 2*n, got.count(), "every tick of both publishers: %+v", sub.Counters())
 	got.mu.Lock()
 	defer got.mu.Unlock()
