@@ -164,6 +164,9 @@ func (n *Node) onReconnect(nc *nats.Conn) {
 	}
 	n.mu.Unlock()
 	n.connected.Store(true)
+	for _, b := range n.watches { // their consumers may be gone with the server
+		b.askRestart("reconnected")
+	}
 	select {
 	case n.reread <- struct{}{}: // home records may have changed unseen
 	default:

@@ -1,6 +1,10 @@
 package bus
 
-import "github.com/nats-io/nkeys"
+import (
+	"time"
+
+	"github.com/nats-io/nkeys"
+)
 
 // SealForTest signs msg for subject as key would: tests forge messages of
 // nodes that hold a key but not the topic's rights.
@@ -13,3 +17,8 @@ func SealForTest(kp nkeys.KeyPair, subject string, msg []byte) ([]byte, error) {
 	id.derive()
 	return seal(id, subject, msg)
 }
+
+// SetRecordBackstop sets how often n re-reads its topics' home records
+// whatever its watchers deliver; call it before the node's first Publish
+// or Subscribe. Tests of the watchers set it to hours.
+func SetRecordBackstop(n *Node, d time.Duration) { n.backstop = d }

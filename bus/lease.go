@@ -55,41 +55,26 @@ func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err err
 		replicas = 3
 	}
 	base := strings.ReplaceAll(n.cfg.Prefix, ".", "_")
-	mk := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-		cfg.History, cfg.Replicas = 1, replicas
-		// Look before creating: a confined identity (a subscriber) may
-		// read the buckets but not create or update their streams.
-		if kv, err := js.KeyValue(ctx, cfg.Bucket); err == nil {
-			return kv, nil
-		}
-		kv, err := createKV(ctx, js, cfg)
-		if err != nil && replicas > 1 {
-			cfg.Replicas = 1 // fewer JetStream servers than URLs
-			kv, err = createKV(ctx, js, cfg)
-		}
-		if err != nil {
-			if kv2, err2 := js.KeyValue(ctx, cfg.Bucket); err2 == nil {
-				return kv2, nil // made by another node with another config
-			}
-			return nil, fmt.Errorf("%w: key-value bucket %s: %v", ErrConnect, cfg.Bucket, err)
-		}
-		return kv, nil
-	}
-	if leases, err = mk(jetstream.KeyValueConfig{Bucket: base + "_homes", TTL: n.cfg.LeaseTTL, Storage: jetstream.MemoryStorage,
-		LimitMarkerTTL: max(time.Second, n.cfg.LeaseTTL), Description: "tickbus: topic home leases"}); err != nil {
+	lw, sw := n.watches[0], n.watches[1]
+	lw.cfg = jetstream.KeyValueConfig{Bucket: base + "_homes", TTL: n.cfg.LeaseTTL, Storage: jetstream.MemoryStorage,
+		LimitMarkerTTL: max(time.Second, n.cfg.LeaseTTL), Description: "tickbus: topic home leases", Replicas: replicas}
+	sw.cfg = jetstream.KeyValueConfig{Bucket: base + "_seqs", Storage: jetstream.FileStorage,
+		Description: "tickbus: topic home records (epoch, start, reserved sequences)", Replicas: replicas}
+	if leases, err = openBucket(ctx, js, lw.cfg); err != nil {
 		return nil, nil, err
 	}
-	if seqs, err = mk(jetstream.KeyValueConfig{Bucket: base + "_seqs", Storage: jetstream.FileStorage,
-		Description: "tickbus: topic home records (epoch, start, reserved sequences)"}); err != nil {
+	if seqs, err = openBucket(ctx, js, sw.cfg); err != nil {
 		return nil, nil, err
 	}
-	lw, err := leases.WatchAll(n.ctx)
+	lw.name, lw.kv, lw.f = lw.cfg.Bucket, leases, n.onLease
+	sw.name, sw.kv, sw.f = sw.cfg.Bucket, seqs, n.onRecord
+	lwatch, lcancel, err := n.startWatcher(lw)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: watch %s_homes: %v", ErrConnect, base, err)
 	}
-	sw, err := seqs.WatchAll(n.ctx)
+	swatch, scancel, err := n.startWatcher(sw)
 	if err != nil {
-		_ = lw.Stop()
+		go retireWatcher(n.ctx, lwatch, lcancel)
 		return nil, nil, fmt.Errorf("%w: watch %s_seqs: %v", ErrConnect, base, err)
 	}
 	n.leases, n.seqs = leases, seqs
@@ -101,10 +86,37 @@ func (n *Node) kv(ctx context.Context) (leases, seqs jetstream.KeyValue, err err
 		n.log.Info().Str("bucket", st.Bucket()).Int("replicas", replicas).Dur("lease_ttl", st.TTL()).Msg("bus: home buckets ready")
 	}
 	n.wg.Add(3)
-	go n.watch(lw, n.onLease)
-	go n.watch(sw, n.onRecord)
-	go n.refreshRecords(seqs)
+	go n.keepWatching(lw, lwatch, lcancel)
+	go n.keepWatching(sw, swatch, scancel)
+	go n.probeWatchers(n.watches[:])
+	if n.backstop > 0 {
+		n.wg.Add(1)
+		go n.refreshRecords(seqs)
+	}
 	return leases, seqs, nil
+}
+
+// openBucket opens the bucket cfg names, creating it if it does not exist
+// (with cfg.Replicas, or 1 if fewer JetStream servers answer).
+func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	cfg.History = 1
+	// Look before creating: a confined identity (a subscriber) may
+	// read the buckets but not create or update their streams.
+	if kv, err := js.KeyValue(ctx, cfg.Bucket); err == nil {
+		return kv, nil
+	}
+	kv, err := createKV(ctx, js, cfg)
+	if err != nil && cfg.Replicas > 1 {
+		cfg.Replicas = 1 // fewer JetStream servers than URLs
+		kv, err = createKV(ctx, js, cfg)
+	}
+	if err != nil {
+		if kv2, err2 := js.KeyValue(ctx, cfg.Bucket); err2 == nil {
+			return kv2, nil // made by another node with another config
+		}
+		return nil, fmt.Errorf("%w: key-value bucket %s: %v", ErrConnect, cfg.Bucket, err)
+	}
+	return kv, nil
 }
 
 // ensureKV sets up the buckets and watchers in the background, retrying
@@ -187,27 +199,6 @@ func (n *Node) currentHome(ctx context.Context, topic string) (HomeInfo, bool, e
 	return rec.info(topic, n.self), true, nil
 }
 
-// watch runs f for every update of a home bucket's watcher, with the
-// entry's topic, until the node closes or the watcher ends; the nil that
-// ends the initial values is skipped.
-func (n *Node) watch(w jetstream.KeyWatcher, f func(topic string, e jetstream.KeyValueEntry)) {
-	defer n.wg.Done()
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e != nil {
-				f(kvTopic(e.Key()), e)
-			}
-		}
-	}
-}
-
 // onLease tells local publications at once when a topic's lease is
 // deleted (a home closed) or expires (a delete marker, where the server
 // writes them), so that failover does not wait for a heartbeat timeout.
@@ -258,19 +249,18 @@ func (n *Node) newRecord(topic string, rec homeRecord) {
 	n.wakeLocked(topic)
 }
 
-// recordRefresh bounds how long a node may go without reading the home
-// records of its topics (refreshRecords), whatever the lease.
-const recordRefresh = 250 * time.Millisecond
+// recordBackstop bounds how long a node may go without reading the home
+// record of each of its topics (refreshRecords), whatever its watchers
+// say: a safety net only, since the watchers are kept hearing (watch.go).
+const recordBackstop = 5 * time.Second
 
 // refreshRecords reads the record of every topic this node publishes or
-// subscribes every LeaseTTL/2 or recordRefresh, whichever is shorter, and
-// at once after a reconnect: a watcher that lost its consumer (a server
-// restart) must not leave a subscriber unaware of a new epoch. (With a
-// 30 s lease, a subscriber whose watcher broke learnt a new epoch up to
-// 15 s late, and closed with its ticks undelivered.)
+// subscribes every LeaseTTL/2 or n.backstop, whichever is shorter, and
+// once after every reconnect. The watchers deliver every record; this
+// read is what is left if one of them went deaf unnoticed.
 func (n *Node) refreshRecords(seqs jetstream.KeyValue) {
 	defer n.wg.Done()
-	t := time.NewTicker(min(n.cfg.LeaseTTL/2, recordRefresh))
+	t := time.NewTicker(min(n.cfg.LeaseTTL/2, n.backstop))
 	defer t.Stop()
 	for {
 		select {

@@ -53,6 +53,13 @@ type Node struct {
 	kvMu   sync.Mutex // creating the buckets
 	leases jetstream.KeyValue
 	seqs   jetstream.KeyValue
+	// watches are the leases' and the records' watchers (watch.go);
+	// made at Open, filled in by kv.
+	watches       [2]*bucketWatch
+	watchRestarts atomic.Uint64
+	// backstop: refreshRecords reads every topic's record at least this
+	// often (recordBackstop; tests of the watchers turn it off).
+	backstop time.Duration
 
 	mu        sync.Mutex
 	closed    bool
@@ -84,6 +91,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{
 		cfg:       cfg,
 		reread:    make(chan struct{}, 1),
+		watches:   [2]*bucketWatch{newBucketWatch(), newBucketWatch()},
+		backstop:  recordBackstop,
 		log:       cfg.Logger.With().Str("node", cfg.NodeID).Logger(),
 		self:      PeerInfo{ID: cfg.NodeID, HostID: cfg.HostID, Incarnation: uint64(time.Now().UnixNano()), Providers: cfg.Providers, Key: id.pub},
 		limiter:   newRateLog(cfg.LogEvery),

@@ -39,6 +39,9 @@ type Stats struct {
 	// signed by another key, or an identity not allowed on the topic. Each
 	// is counted in Ignored too.
 	Rejected map[string]uint64 `json:"rejected"`
+	// WatcherRestarts counts home-bucket watchers started again because
+	// they ended, the connection came back, or they fell deaf (watch.go).
+	WatcherRestarts uint64 `json:"watcher_restarts"`
 	// DiscoveryDropped counts discovery messages the NATS client dropped
 	// because this node could not keep up (slow consumer).
 	DiscoveryDropped int `json:"discovery_dropped"`
@@ -87,6 +90,7 @@ func (n *Node) Stats() Stats {
 		ConnectsFailed:  c.connectsFailed.Load(),
 		ConnectsServed:  c.connectsServed.Load(),
 		ConnectsRefused: c.connectsRefused.Load(),
+		WatcherRestarts: n.watchRestarts.Load(),
 		Ignored:         map[string]uint64{},
 		Rejected:        map[string]uint64{},
 	}
