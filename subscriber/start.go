@@ -13,11 +13,18 @@ import (
 
 // maybeStart moves a ring that has delivered nothing to the start
 // learnStart found (polling goroutine), once no publisher is between
-// learning it and being answered. It reports false while one is: the ring
-// must not be polled until the start is known.
+// learning it and being answered, and none is still learning it in the
+// background (learnLate). It reports false while one is: the ring must
+// not be polled until the start is known. A restart (unstick) applies on
+// top of the start, and what it passes over from there is counted.
 func (s *Subscriber) maybeStart() bool {
-	if s.accepting.Load() != 0 { // pairs with the Add in learnStart
+	if s.accepting.Load() != 0 { // pairs with the Adds in learnStart and learnLate
 		return false
+	}
+	if v := s.startAt.Load(); v > s.reader.Next() { // pairs with the CAS in learn
+		if err := s.reader.StartAt(v); err == nil {
+			s.h.startedAt.Store(v)
+		}
 	}
 	if v := s.restartAt.Load(); v > s.reader.Next() { // pairs with the Store in unstick
 		skipped := v - s.reader.Next()
@@ -25,27 +32,88 @@ func (s *Subscriber) maybeStart() bool {
 			s.h.startedAt.Store(v)
 			s.h.joinSkipped.Add(skipped) // counted as lost while joining, never silent
 		}
-		return true
-	}
-	if v := s.startAt.Load(); v > s.reader.Next() { // pairs with the CAS in learnStart
-		if err := s.reader.StartAt(v); err == nil {
-			s.h.startedAt.Store(v)
-		}
 	}
 	return true
 }
+
+// learnWait bounds learnStart inside accept: the publisher's connect waits
+// for its reply.
+const learnWait = time.Second
+
+// learnGiveUp is how long learnLate asks before the ring starts at 1, as
+// it would with no home at all: the journal recovers what it holds and the
+// reader names the rest before the first tick, counted in BeforeJoin.
+// (A variable for tests.)
+var learnGiveUp = 30 * time.Second
+
+// askHome is how learn and unstick ask a node for the home's counter
+// (askCounter); tests make the home slow.
+var askHome = (*Subscriber).askCounter
 
 // learnStart runs in accept, before the publisher is answered, so before
 // it can add the ring: it asks the topic's home for its counter. Nothing
 // below that counter can be written into this ring by this publisher, so a
 // ring joining a running topic starts there (the minimum over publishers
 // connecting together). The home lives with a publisher: the one
-// connecting, or one already known.
+// connecting, or one already known. If the home does not answer within
+// learnWait, the publisher is answered anyway and the ring stays held
+// (Poll delivers nothing) while learnLate asks again.
 func (s *Subscriber) learnStart(ctx context.Context, from bus.PeerInfo) {
 	s.accepting.Add(1)
-	defer s.accepting.Add(-1)
-	ctx, cancel := context.WithTimeout(ctx, time.Second) // leave the publisher's connect time to finish
+	ctx, cancel := context.WithTimeout(ctx, learnWait) // leave the publisher's connect time to finish
 	defer cancel()
+	if s.learn(ctx, from) {
+		s.accepting.Add(-1)
+		return
+	}
+	s.log.Warn().Dur("waited", learnWait).Str("publisher_node", from.ID).
+		Msg("subscriber: the topic's home has not told its counter yet; the ring delivers nothing until it does")
+	// (if the subscriber is closing, spawn runs nothing and the ring stays
+	// held: nothing polls it any more)
+	s.spawn(func() { s.learnLate(from) })
+}
+
+// learnLate asks the topic's home for its counter until it answers, the
+// subscriber closes, or learnGiveUp passes, then lets the ring start (it
+// holds one count of s.accepting, taken by learnStart). A counter learnt
+// late is at or above every sequence this publisher wrote before: the
+// ring starts there, and what the publisher wrote into it meanwhile is
+// passed over (logged with the delay), as what was published before the
+// ring existed is.
+func (s *Subscriber) learnLate(from bus.PeerInfo) {
+	defer s.wg.Done()
+	defer s.accepting.Add(-1) // after startAt is stored: pairs with the Load in maybeStart
+	ctx, cancel := s.untilClosed()
+	defer cancel()
+	begun := time.Now()
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, 2*learnWait)
+		ok := s.learn(actx, from)
+		acancel()
+		if ok {
+			s.log.Warn().Uint64("seq", s.startAt.Load()).Dur("after", time.Since(begun)+learnWait).
+				Msg("subscriber: learnt the topic's home's counter late; the ring starts there, passing over what the publisher wrote into it meanwhile")
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(begun) >= learnGiveUp {
+			s.log.Error().Dur("after", time.Since(begun)+learnWait).
+				Msg("subscriber: the topic's home never told its counter; the ring starts at sequence 1")
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(min(attempt, 10)) * 100 * time.Millisecond):
+		}
+	}
+}
+
+// learn asks the home, on the publisher's node or any known publisher's,
+// for its counter and lowers s.startAt to it; false if none answered.
+func (s *Subscriber) learn(ctx context.Context, from bus.PeerInfo) bool {
 	nodes := []bus.PeerInfo{from}
 	for _, p := range s.publishers() {
 		if p.Node.ID != from.ID {
@@ -53,7 +121,7 @@ func (s *Subscriber) learnStart(ctx context.Context, from bus.PeerInfo) {
 		}
 	}
 	for _, n := range nodes {
-		c, err := s.askCounter(ctx, n)
+		c, err := askHome(s, ctx, n)
 		if err != nil {
 			if !errors.Is(err, bus.ErrUnknownTarget) {
 				s.log.Debug().Err(err).Str("node", n.ID).Msg("subscriber: ask the home for its counter")
@@ -63,11 +131,11 @@ func (s *Subscriber) learnStart(ctx context.Context, from bus.PeerInfo) {
 		for {
 			old := s.startAt.Load()
 			if old != 0 && old <= c || s.startAt.CompareAndSwap(old, c) {
-				return
+				return true
 			}
 		}
 	}
-	s.log.Warn().Msg("subscriber: the topic's home did not answer; the ring starts at sequence 1")
+	return false
 }
 
 // unstick covers what learnStart cannot: the reader waits at the counter
@@ -94,7 +162,7 @@ func (s *Subscriber) unstick(from bus.PeerInfo) {
 		nodes = append(nodes, p.Node)
 	}
 	for _, n := range nodes {
-		if c, err := s.askCounter(ctx, n); err == nil {
+		if c, err := askHome(s, ctx, n); err == nil {
 			if s.h.joinedAt.Load() == 0 {
 				s.restartAt.Store(c) // pairs with the Load in maybeStart
 				s.log.Info().Uint64("seq", c).Msg("subscriber: nothing arrived since joining; restarting the ring at the home's counter")

@@ -2,9 +2,11 @@ package subscriber
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -68,4 +70,112 @@ func TestJoin_WhileAStartIsLearnt_DeliversNothingThenStartsAtTheCounter(t *testi
 	assert.Equal(t, uint64(10), c.Received)
 	assert.Zero(t, c.BeforeJoin, "nothing passed over: the ring started where the publisher began writing into it")
 	assert.Zero(t, c.Lost())
+}
+
+// slowHome makes the topic's home tell no counter while slow is set: each
+// ask waits out its context, as a home on a starved host does.
+func slowHome(t *testing.T) *atomic.Bool {
+	var slow atomic.Bool
+	slow.Store(true)
+	ask := askHome
+	askHome = func(s *Subscriber, ctx context.Context, n bus.PeerInfo) (uint64, error) {
+		if slow.Load() {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}
+		return ask(s, ctx, n)
+	}
+	t.Cleanup(func() { askHome = ask })
+	return &slow
+}
+
+// learnRig is a node with a publisher that published 100 ticks (in its
+// journal only) and a subscriber joining after them, logging to logs.
+func learnRig(t *testing.T, ctx context.Context, logs *testlog.Buf) (*publisher.Publisher, *Subscriber, *countTicks) {
+	t.Helper()
+	log := testlog.OnFailure(t)
+	node, err := bus.Open(ctx, bus.Config{NodeID: "late-learn", LeaseTTL: 10 * time.Second, Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = node.Close() })
+	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
+	t.Cleanup(func() { _ = devs.Close() })
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "late-learn", Idle: rdma.Yield{}, Timeout: 10 * time.Second, Logger: *log})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pub.Close() })
+	payload := make([]byte, tick.Size)
+	for range 100 {
+		_, err := pub.Publish(tick.MessageType, payload, time.Now().UnixNano())
+		require.NoError(t, err)
+	}
+	var h countTicks
+	sublog := zerolog.New(logs).Level(zerolog.InfoLevel)
+	sub, err := New(ctx, node, devs, Config{Topic: "late-learn", Slots: 1024, StatsInterval: -1, GapTimeout: 10 * time.Millisecond,
+		Logger: sublog}, &h)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Close() })
+	return pub, sub, &h
+}
+
+// A home that does not tell its counter within learnWait (a starved
+// host, -race at load 25): the publisher is answered and adds the ring,
+// which stays held, delivering nothing, while the subscriber asks again in
+// the background; when the home answers, the ring starts at its counter.
+// (It used to start at 1 after the wait: the journal's 100 earlier ticks
+// were delivered and the ring joined at 1.)
+func TestJoin_HomeSlowToTellItsCounter_RingHeldThenStartsAtTheCounter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	slow := slowHome(t)
+	var logs testlog.Buf
+	pub, sub, h := learnRig(t, ctx, &logs)
+	require.NoError(t, pub.WaitSubscribers(ctx, 1), "the publisher is answered although the home did not tell its counter")
+	payload := make([]byte, tick.Size)
+	for range 10 { // 101..110: written into the held ring
+		_, err := pub.Publish(tick.MessageType, payload, time.Now().UnixNano())
+		require.NoError(t, err)
+	}
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); { // many gap timeouts
+		sub.Poll()
+	}
+	assert.Zero(t, h.n, "nothing delivered while the start is unknown")
+	assert.Zero(t, sub.Counters().JoinedAt)
+
+	slow.Store(false)
+	require.Eventually(t, func() bool { return sub.accepting.Load() == 0 }, 20*time.Second, time.Millisecond, "the start is learnt in the background")
+	assert.Equal(t, uint64(111), sub.startAt.Load(), "the home's counter when it answered")
+	for range 10 { // 111..120
+		_, err := pub.Publish(tick.MessageType, payload, time.Now().UnixNano())
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { sub.Poll(); return h.n >= 10 }, 10*time.Second, time.Millisecond)
+	for range 1000 {
+		sub.Poll()
+	}
+	c := sub.Counters()
+	assert.Equal(t, uint64(111), c.JoinedAt, "joined at the counter it learnt, not at 1")
+	assert.Equal(t, uint64(10), c.Received)
+	assert.Zero(t, c.Lost())
+	assert.Contains(t, logs.String(), "learnt the topic's home's counter late", "the late start is logged\n%s", logs.String())
+}
+
+// A home that never tells its counter: after learnGiveUp the ring is let
+// go at 1, as with no home at all, and says so; it is not held forever.
+func TestJoin_HomeNeverTellsItsCounter_RingStartsAt1AfterGivingUpAndSaysSo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	slowHome(t)
+	giveUp := learnGiveUp
+	learnGiveUp = time.Second
+	t.Cleanup(func() { learnGiveUp = giveUp })
+	var logs testlog.Buf
+	pub, sub, h := learnRig(t, ctx, &logs)
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	require.Eventually(t, func() bool { return sub.accepting.Load() == 0 }, 20*time.Second, time.Millisecond, "the learner gave up")
+	assert.Contains(t, logs.String(), "never told its counter", "giving up is logged\n%s", logs.String())
+	payload := make([]byte, tick.Size)
+	for range 10 {
+		_, err := pub.Publish(tick.MessageType, payload, time.Now().UnixNano())
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { sub.Poll(); return h.n > 0 }, 10*time.Second, time.Millisecond, "the ring delivers again")
 }
