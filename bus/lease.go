@@ -341,11 +341,13 @@ func (p *Publication) setLease(epoch uint64, end time.Time) {
 	}
 }
 
-// holdLease renews the lease of a home held here every LeaseTTL/4 and
-// extends its reservation when less than half a chunk is left. A renewal
-// that finds the lease taken, or no renewal for 3/4 of the TTL, loses the
-// home before the lease can expire elsewhere; so does a reservation that
-// cannot be extended (claimants stop at the reserved mark on their own).
+// holdLease renews the lease of a home held here every LeaseTTL/4, and
+// runs extendReservation beside it. A renewal that finds the lease taken,
+// or no renewal for 3/4 of the TTL, loses the home before the lease can
+// expire elsewhere; so does a home record taken by another (which
+// extendReservation reports). The two run apart: a slow reservation
+// update, bounded only by the fence, used to hold the renewals back and
+// lose the lease under load (with a small ReserveChunk, often).
 func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyValue) {
 	defer n.wg.Done()
 	defer close(s.done)
@@ -355,11 +357,18 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 	renewEvery, fenceAfter := ttl/4, n.fenceAfter()
 	t := time.NewTicker(min(ttl/20, 25*time.Millisecond))
 	defer t.Stop()
+	ectx, estop := context.WithCancel(n.ctx)
+	taken := make(chan error, 1)
+	edone := make(chan struct{})
+	go n.extendReservation(ectx, topic, s, seqs, taken, edone)
+	defer func() { estop(); <-edone }() // no extension after the home is given up
 	val := n.leaseValue()
 	lastRenew := s.leaseAt
 	for {
 		select {
 		case <-s.stop:
+			estop()
+			<-edone
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
 			if err := leases.Delete(ctx, kvKey(topic), jetstream.LastRevision(s.leaseRev)); err != nil {
 				n.log.Debug().Err(err).Str("topic", topic).Msg("bus: delete lease")
@@ -367,6 +376,9 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 			cancel()
 			return
 		case <-n.ctx.Done():
+			return
+		case err := <-taken:
+			n.loseHome(topic, s, err)
 			return
 		case <-t.C:
 		}
@@ -391,32 +403,58 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 				s.owner.setLease(s.epoch, s.leaseAt.Add(fenceAfter))
 			}
 		}
-		if f := s.owner.spec.HomeCounter; f != nil {
-			c := f()
-			n.mu.Lock()
-			rec, rrev := s.rec, s.rev
-			n.mu.Unlock()
-			if c+n.cfg.ReserveChunk/2 >= rec.Reserved {
-				rec.Reserved = max(c, rec.Reserved) + n.cfg.ReserveChunk
-				b, err := n.encodeRecord(topic, rec)
-				if err == nil {
-					ctx, cancel := context.WithTimeout(n.ctx, fenceAfter)
-					var rev uint64
-					rev, err = seqs.Update(ctx, kvKey(topic), b, rrev)
-					cancel()
-					if err == nil {
-						n.mu.Lock() // resolveHome and FindHome read rec under n.mu
-						s.rec, s.rev = rec, rev
-						n.mu.Unlock()
-						continue
-					}
-				}
-				if casConflict(err) {
-					n.loseHome(topic, s, fmt.Errorf("%w: home record of %q taken: %v", ErrHomeLost, topic, err))
-					return
-				}
-				n.log.Warn().Err(err).Str("topic", topic).Msg("bus: extend reservation failed; retrying")
+	}
+}
+
+// extendReservation extends the reservation of a home held here when its
+// counter (PublishSpec.HomeCounter) comes within half a chunk of it, until
+// ctx ends. A record taken by another (a compare-and-set conflict) is sent
+// on taken and ends it; any other failure is retried (claimants stop at
+// the reserved mark on their own). It closes done when it returns.
+func (n *Node) extendReservation(ctx context.Context, topic string, s *homeSlot, seqs jetstream.KeyValue, taken chan<- error, done chan<- struct{}) {
+	defer close(done)
+	f := s.owner.spec.HomeCounter
+	if f == nil {
+		return
+	}
+	t := time.NewTicker(min(n.cfg.LeaseTTL/20, 25*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c := f()
+		n.mu.Lock()
+		rec, rrev := s.rec, s.rev
+		n.mu.Unlock()
+		if c+n.cfg.ReserveChunk/2 < rec.Reserved {
+			continue
+		}
+		rec.Reserved = max(c, rec.Reserved) + n.cfg.ReserveChunk
+		b, err := n.encodeRecord(topic, rec)
+		if err == nil {
+			uctx, cancel := context.WithTimeout(ctx, n.fenceAfter())
+			var rev uint64
+			rev, err = seqs.Update(uctx, kvKey(topic), b, rrev)
+			cancel()
+			if err == nil {
+				n.mu.Lock() // resolveHome and FindHome read rec under n.mu
+				s.rec, s.rev = rec, rev
+				n.mu.Unlock()
+				continue
 			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if casConflict(err) {
+			taken <- fmt.Errorf("%w: home record of %q taken: %v", ErrHomeLost, topic, err)
+			return
+		}
+		if ok, held := n.limiter.allow("reserve/"+topic, time.Now()); ok {
+			n.log.Warn().Err(err).Str("topic", topic).Int("suppressed", held).Msg("bus: extend reservation failed; retrying")
 		}
 	}
 }
