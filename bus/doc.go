@@ -104,7 +104,7 @@
 // after every reconnect, when it ends, and when a probe of its bucket's
 // last revision (one request per bucket every second) finds it deaf; a
 // bucket the server lost is made again. Each topic's record is also
-// re-read every min(LeaseTTL/2, 5 s), as a backstop only (Stats.WatcherRestarts
+// re-read every 5 s, as a backstop only (Stats.WatcherRestarts
 // counts the restarts; see watch.go). No timing window of ours
 // decides anything: JetStream's Create and compare-and-set do (Raft in a
 // cluster). A server without JetStream is refused (ErrNoJetStream).

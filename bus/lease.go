@@ -255,12 +255,13 @@ func (n *Node) newRecord(topic string, rec homeRecord) {
 const recordBackstop = 5 * time.Second
 
 // refreshRecords reads the record of every topic this node publishes or
-// subscribes every LeaseTTL/2 or n.backstop, whichever is shorter, and
-// once after every reconnect. The watchers deliver every record; this
-// read is what is left if one of them went deaf unnoticed.
+// subscribes every n.backstop (recordBackstop, whatever the lease: with
+// the default 750 ms lease, LeaseTTL/2 would read every topic 2.7 times a
+// second), and once after every reconnect. The watchers deliver every
+// record; this read is what is left if one of them went deaf unnoticed.
 func (n *Node) refreshRecords(seqs jetstream.KeyValue) {
 	defer n.wg.Done()
-	t := time.NewTicker(min(n.cfg.LeaseTTL/2, n.backstop))
+	t := time.NewTicker(n.backstop)
 	defer t.Stop()
 	for {
 		select {
