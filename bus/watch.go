@@ -61,6 +61,9 @@ type bucketWatch struct {
 	gen atomic.Uint64
 	// restart carries why the current watcher must be replaced.
 	restart chan string
+	// replacing is set while keepWatching starts a successor: the probe
+	// waits for it.
+	replacing atomic.Bool
 }
 
 func newBucketWatch() *bucketWatch { return &bucketWatch{restart: make(chan string, 1)} }
@@ -125,48 +128,89 @@ func retireWatcher(ctx context.Context, w jetstream.KeyWatcher, cancel context.C
 
 // keepWatching hands every update of b's watcher to b.f until the node
 // closes, and replaces the watcher whenever it ends or a restart is asked
-// for (a reconnect, probeWatchers).
+// for (a reconnect, probeWatchers). Make before break: the old watcher is
+// still heard until its successor is up, since it may be well (a
+// reconnect to another server of a cluster that still holds its
+// consumer) while the successor's consumer takes seconds to make (a
+// cluster electing stream leaders).
 func (n *Node) keepWatching(b *bucketWatch, w jetstream.KeyWatcher, cancel context.CancelFunc) {
 	defer n.wg.Done()
 	b.gen.Add(1)
 	for {
 		reason := n.hear(b, w)
+		stop, relayed := make(chan struct{}), make(chan struct{})
+		go relay(n.ctx, b, w, stop, relayed)
+		b.replacing.Store(true) // the probe skips b until gen has moved
+		next, ncancel, ok := n.successor(b, reason)
+		if ok {
+			b.gen.Add(1)
+		}
+		b.replacing.Store(false)
+		close(stop)
+		<-relayed
 		go retireWatcher(n.ctx, w, cancel)
-		if n.ctx.Err() != nil {
-			return
+		if !ok {
+			return // the node closed
 		}
-		var err error
-		remade := false
-		for attempt := 0; ; attempt++ {
-			if w, cancel, err = n.startWatcher(b); err == nil {
-				break
-			}
-			if !remade && (errors.Is(err, nats.ErrStreamNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
-				remade = true
-				// A server restarted without its memory streams (the
-				// leases): make the bucket again, as at first use, or
-				// nobody here could take a lease again.
-				if err = n.remakeBucket(b, err); err == nil {
-					continue
-				}
-			}
-			if ok, held := n.limiter.allow("watch/"+b.name, time.Now()); ok {
-				n.log.Warn().Err(err).Str("bucket", b.name).Str("reason", reason).Int("suppressed", held).
-					Msg("bus: cannot restart the home watcher; retrying")
-			}
-			select {
-			case <-n.ctx.Done():
-				return
-			case <-b.restart: // already restarting
-			case <-time.After(time.Duration(min(attempt+1, 25)) * 200 * time.Millisecond):
-			}
-		}
-		b.gen.Add(1)
+		w, cancel = next, ncancel
 		n.watchRestarts.Add(1)
 		if ok, held := n.limiter.allow("rewatch/"+b.name, time.Now()); ok {
 			n.log.Info().Str("bucket", b.name).Str("reason", reason).Int("suppressed", held).Msg("bus: home watcher restarted")
 		}
 	}
+}
+
+// relay hands what a watcher being replaced still delivers to b.f (not
+// counted in b.seen, which is its successor's) until stop closes, the
+// watcher ends or ctx does; it closes done when it returns.
+func relay(ctx context.Context, b *bucketWatch, w jetstream.KeyWatcher, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e != nil {
+				b.f(kvTopic(e.Key()), e)
+			}
+		}
+	}
+}
+
+// successor starts a new watcher of b, retrying with a growing wait,
+// until it is up (ok) or the node closes.
+func (n *Node) successor(b *bucketWatch, reason string) (jetstream.KeyWatcher, context.CancelFunc, bool) {
+	remade := false
+	for attempt := 0; n.ctx.Err() == nil; attempt++ {
+		w, cancel, err := n.startWatcher(b)
+		if err == nil {
+			return w, cancel, true
+		}
+		if !remade && (errors.Is(err, nats.ErrStreamNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
+			remade = true
+			// A server restarted without its memory streams (the
+			// leases): make the bucket again, as at first use, or
+			// nobody here could take a lease again.
+			if err = n.remakeBucket(b, err); err == nil {
+				continue
+			}
+		}
+		if ok, held := n.limiter.allow("watch/"+b.name, time.Now()); ok {
+			n.log.Warn().Err(err).Str("bucket", b.name).Str("reason", reason).Int("suppressed", held).
+				Msg("bus: cannot restart the home watcher; retrying")
+		}
+		select {
+		case <-n.ctx.Done():
+		case <-b.restart: // already restarting
+		case <-time.After(time.Duration(min(attempt+1, 25)) * 200 * time.Millisecond):
+		}
+	}
+	return nil, nil, false
 }
 
 // remakeBucket creates b's bucket again, as kv did; the node's handle on
@@ -243,7 +287,10 @@ func (n *Node) probeWatchers(bs []*bucketWatch) {
 			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
 			last, err := lastRevision(ctx, b.kv)
 			cancel()
-			if err != nil || gen != b.gen.Load() {
+			seen := b.seen.Load()
+			// b.seen and b.base are reset while a successor starts:
+			// only a look wholly within one generation counts
+			if err != nil || b.replacing.Load() || gen != b.gen.Load() {
 				p.ok = false
 				continue
 			}
@@ -254,7 +301,7 @@ func (n *Node) probeWatchers(bs []*bucketWatch) {
 				}
 				*p = probe{ok: true, gen: gen, base: base, prev: base}
 			}
-			switch seen := b.seen.Load(); {
+			switch {
 			case last < p.base:
 				p.ok = false
 				b.askRestart(fmt.Sprintf("the bucket's stream went back from revision %d to %d (recreated)", p.base, last))
