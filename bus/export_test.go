@@ -22,3 +22,7 @@ func SealForTest(kp nkeys.KeyPair, subject string, msg []byte) ([]byte, error) {
 // whatever its watchers deliver; call it before the node's first Publish
 // or Subscribe. Tests of the watchers set it to hours.
 func SetRecordBackstop(n *Node, d time.Duration) { n.backstop = d }
+
+// SetWatchProbe sets how often n checks that its watchers keep up with
+// their buckets; call it before the node's first Publish or Subscribe.
+func SetWatchProbe(n *Node, d time.Duration) { n.probeEvery = d }

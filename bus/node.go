@@ -60,6 +60,9 @@ type Node struct {
 	// backstop: refreshRecords reads every topic's record at least this
 	// often (recordBackstop; tests of the watchers turn it off).
 	backstop time.Duration
+	// probeEvery: how often probeWatchers looks (watchProbe; tests of
+	// the probe make it shorter).
+	probeEvery time.Duration
 
 	mu        sync.Mutex
 	closed    bool
@@ -89,24 +92,25 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:       cfg,
-		reread:    make(chan struct{}, 1),
-		watches:   [2]*bucketWatch{newBucketWatch(), newBucketWatch()},
-		backstop:  recordBackstop,
-		log:       cfg.Logger.With().Str("node", cfg.NodeID).Logger(),
-		self:      PeerInfo{ID: cfg.NodeID, HostID: cfg.HostID, Incarnation: uint64(time.Now().UnixNano()), Providers: cfg.Providers, Key: id.pub},
-		limiter:   newRateLog(cfg.LogEvery),
-		id:        id,
-		trust:     newTrust(cfg.MaxClockSkew, cfg.NodeID, id.pub),
-		peers:     map[string]*peer{},
-		subs:      map[string]map[string]SubscriberInfo{},
-		pubs:      map[string]map[string]PublisherInfo{},
-		localPubs: map[string]map[string]*Publication{},
-		localSubs: map[string]map[string]*Subscription{},
-		homes:     map[string]*homeSlot{},
-		records:   map[string]homeRecord{},
-		wakes:     map[string]chan struct{}{},
-		pending:   map[string]bool{},
+		cfg:        cfg,
+		reread:     make(chan struct{}, 1),
+		watches:    [2]*bucketWatch{newBucketWatch(), newBucketWatch()},
+		backstop:   recordBackstop,
+		probeEvery: watchProbe,
+		log:        cfg.Logger.With().Str("node", cfg.NodeID).Logger(),
+		self:       PeerInfo{ID: cfg.NodeID, HostID: cfg.HostID, Incarnation: uint64(time.Now().UnixNano()), Providers: cfg.Providers, Key: id.pub},
+		limiter:    newRateLog(cfg.LogEvery),
+		id:         id,
+		trust:      newTrust(cfg.MaxClockSkew, cfg.NodeID, id.pub),
+		peers:      map[string]*peer{},
+		subs:       map[string]map[string]SubscriberInfo{},
+		pubs:       map[string]map[string]PublisherInfo{},
+		localPubs:  map[string]map[string]*Publication{},
+		localSubs:  map[string]map[string]*Subscription{},
+		homes:      map[string]*homeSlot{},
+		records:    map[string]homeRecord{},
+		wakes:      map[string]chan struct{}{},
+		pending:    map[string]bool{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.events = newEventQueue() // before the first discovery message can drop a peer

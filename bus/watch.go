@@ -261,7 +261,7 @@ func (n *Node) hear(b *bucketWatch, w jetstream.KeyWatcher) string {
 // before, and restarts one that has not.
 func (n *Node) probeWatchers(bs []*bucketWatch) {
 	defer n.wg.Done()
-	t := time.NewTicker(watchProbe)
+	t := time.NewTicker(n.probeEvery)
 	defer t.Stop()
 	// per bucket: the watcher generation checked, the bucket's last
 	// revision before that watcher started (b.base, or the first probe's
@@ -307,7 +307,7 @@ func (n *Node) probeWatchers(bs []*bucketWatch) {
 				b.askRestart(fmt.Sprintf("the bucket's stream went back from revision %d to %d (recreated)", p.base, last))
 			case p.prev > p.base && seen < p.prev:
 				p.ok = false
-				b.askRestart(fmt.Sprintf("deaf: revision %d not delivered after %v (last delivered %d)", p.prev, watchProbe, seen))
+				b.askRestart(fmt.Sprintf("deaf: revision %d not delivered after %v (last delivered %d)", p.prev, n.probeEvery, seen))
 			default:
 				p.prev = last
 			}

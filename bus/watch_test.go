@@ -14,13 +14,18 @@ import (
 	"github.com/tickbus/tickbus/bus"
 )
 
-// watchBound is how soon after a home record is written a node whose
-// watcher was made deaf must have it, through the watcher (its backstop
-// re-read is off). nats.go alone recovers such a watcher only at its
-// heartbeat check, 10 s apart: these tests arrange that check to be more
-// than watchBound away. The node's own recovery takes a reconnect, or two
-// probes (watchProbe, 1 s).
-const watchBound = 4 * time.Second
+// How soon after a home record is written a node whose watcher was made
+// deaf must have it, through a watcher (its backstop re-read is off).
+// nats.go alone recovers such a watcher only at its heartbeat check, every
+// 10 s: after a restart these tests arrange that check to come more than
+// restartBound after the record, and a deleted consumer is found no
+// sooner than 5 s after its last heartbeat. The node's own recovery takes
+// a reconnect, or two probes (200 ms apart here).
+const (
+	restartBound = 6 * time.Second
+	deletedBound = 4 * time.Second
+	testProbe    = 200 * time.Millisecond
+)
 
 // jsServer is an in-process nats-server with JetStream on a fixed port and
 // store directory, so that a test can stop it and start it again with its
@@ -127,7 +132,7 @@ func TestWatch_NATSRestart_WatcherDeliversTheNextRecord(t *testing.T) {
 	// nats.go checks its consumers' heartbeats every 10 s and, while
 	// disconnected, reports them as not active. Restarting right after
 	// such a check puts its next one (which could recreate the consumer
-	// without this node's help) 10 s away, past watchBound.
+	// without this node's help) 10 s away, past restartBound.
 	deadline := time.Now().Add(15 * time.Second)
 	for logs.count("consumer not active") == 0 && time.Now().Before(deadline) {
 		time.Sleep(tick)
@@ -139,8 +144,8 @@ func TestWatch_NATSRestart_WatcherDeliversTheNextRecord(t *testing.T) {
 	c := openNode(t, watchConfig("c", js.url()))
 	_, err = c.Publish(ctx, pubSpec("w", &recorder{}))
 	require.NoError(t, err)
-	h, ok := waitHome(t, homes, "c", watchBound)
-	require.True(t, ok, "a heard c's home within %v of its record, through its watcher\n%s", watchBound, logs.String())
+	h, ok := waitHome(t, homes, "c", restartBound)
+	require.True(t, ok, "a heard c's home within %v of its record, through its watcher\n%s", restartBound, logs.String())
 	assert.Greater(t, h.Epoch, first.Epoch)
 	assert.GreaterOrEqual(t, a.Stats().WatcherRestarts, uint64(2), "both watchers restarted after the reconnect\n%s", logs.String())
 }
@@ -160,6 +165,7 @@ func TestWatch_ConsumerDeletedOnTheServer_ProbeRestartsTheWatcher(t *testing.T) 
 	ca.Logger = loggerTo(&logs)
 	a := openNode(t, ca)
 	bus.SetRecordBackstop(a, 0)
+	bus.SetWatchProbe(a, testProbe)
 	homes := homesOf(t, a, "w")
 	c := openNode(t, watchConfig("c", js.url())) // before the deletion: its Publish starts its own watchers
 
@@ -191,8 +197,8 @@ func TestWatch_ConsumerDeletedOnTheServer_ProbeRestartsTheWatcher(t *testing.T) 
 
 	_, err = c.Publish(ctx, pubSpec("w", &recorder{}))
 	require.NoError(t, err)
-	_, ok := waitHome(t, homes, "c", watchBound)
-	require.True(t, ok, "a heard c's home within %v of its record, through a new watcher\n%s", watchBound, logs.String())
+	_, ok := waitHome(t, homes, "c", deletedBound)
+	require.True(t, ok, "a heard c's home within %v of its record, through a new watcher\n%s", deletedBound, logs.String())
 	assert.Positive(t, logs.count("home watcher restarted", "deaf"), "the probe found the watcher deaf")
 	assert.Zero(t, a.Stats().Reconnects, "no reconnect helped")
 }
