@@ -22,16 +22,24 @@ import (
 // 10-20 s.
 //
 // So the node keeps its watchers itself (keepWatching, probeWatchers):
-//   - after every reconnect it stops both watchers and starts new ones,
+//   - after every reconnect it replaces both watchers with new ones,
 //     whose initial values are a fresh read of every key;
-//   - a watcher whose Updates channel closes is started again;
+//   - a watcher whose Updates channel closes is replaced;
 //   - every watchProbe it reads each bucket's last revision (one request
 //     per bucket, however many topics), and a watcher that has not
 //     delivered the revision the previous probe read, one probe later, is
-//     deaf: it is started again. So is one whose bucket's stream went
-//     back (recreated: its consumers are gone).
+//     deaf: it is replaced. So is one whose bucket's stream went back
+//     (recreated: its consumers are gone);
+//   - a bucket the server lost (the leases are a memory stream) is made
+//     again, as at first use.
 //
-// The per-topic re-read (refreshRecords) stays only as a slow backstop.
+// A replaced watcher is still heard until its successor is up (make before
+// break). The per-topic re-read (refreshRecords) stays only as a slow
+// backstop. A bucket keeps one revision per key, so a record that a deaf
+// watcher missed and that was overwritten before its successor started is
+// never heard: an intermediate epoch can go unseen (the successor hears
+// the newest), and a subscriber's reader, which knows one epoch's start,
+// then names that epoch's range an overrun: too much reported, not less.
 
 // watchProbe is how often a node checks that its watchers keep up with
 // their buckets; a watcher deaf to a new revision is restarted within two.
