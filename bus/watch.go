@@ -39,7 +39,8 @@ import (
 // watcher missed and that was overwritten before its successor started is
 // never heard: an intermediate epoch can go unseen (the successor hears
 // the newest), and a subscriber's reader, which knows one epoch's start,
-// then names that epoch's range an overrun: too much reported, not less.
+// then names that epoch's whole range an overrun, its ticks included:
+// reported lost, never silent, but lost.
 
 // watchProbe is how often a node checks that its watchers keep up with
 // their buckets; a watcher deaf to a new revision is restarted within two.
