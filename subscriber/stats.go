@@ -127,16 +127,20 @@ const latencyBuffer = 256
 
 // add holds now minus each tick's publish time; a batch that does not fit
 // first records what is held, and one larger than the buffer is recorded
-// a buffer at a time, its last part held.
+// at once (a buffer at a time).
 func (l *latencies) add(rec *stats.Recorder, now int64, ts []ring.Tick) {
 	if l.n+len(ts) > len(l.v) {
 		l.record(rec)
-		for len(ts) > len(l.v) { // a batch larger than the buffer: a buffer at a time
-			for i := range l.v {
-				l.v[i] = now - ts[i].PublishNs
+		if len(ts) > len(l.v) { // recorded at once, a buffer at a time
+			for len(ts) > 0 {
+				k := min(len(ts), len(l.v))
+				for i := range k {
+					l.v[i] = now - ts[i].PublishNs
+				}
+				rec.RecordAll(l.v[:k])
+				ts = ts[k:]
 			}
-			rec.RecordAll(l.v[:])
-			ts = ts[len(l.v):]
+			return
 		}
 	}
 	for i := range ts {
