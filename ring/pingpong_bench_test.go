@@ -23,9 +23,10 @@ func BenchmarkPingPong(b *testing.B) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		b.Skip("needs two Ps: a ping-pong on one spins against itself")
 	}
-	// every=0: back to back; every=1ms: one ping per ms, as tickbus bench
-	// --pingpong --rate 1000 paces them (both pollers spin in between).
-	for _, every := range []time.Duration{0, time.Millisecond} {
+	// every=0: back to back; every=50µs and every=1ms: one ping per
+	// period, as tickbus bench --pingpong --rate 20000 and 1000 pace them
+	// (both pollers spin in between).
+	for _, every := range []time.Duration{0, 50 * time.Microsecond, time.Millisecond} {
 		b.Run("every="+every.String(), func(b *testing.B) { benchPingPong(b, int64(every)) })
 	}
 }
