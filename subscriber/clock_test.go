@@ -80,20 +80,26 @@ func calibrated(t testing.TB) *wallClock {
 
 func TestWallClock_TSCReadingsFollowTheMonotonicClock(t *testing.T) {
 	c := calibrated(t)
+	// A TSC reading is the monotonic clock to within its pair's error
+	// (half the widest pair accepted) and the rate's over at most
+	// wallRefresh (under a ns here); a preemption between the reads only
+	// widens [m1, m2].
+	slack := int64(float64(tscPairMax)/2*float64(c.mult)/(1<<32)) + int64(200*time.Nanosecond)
+	viaTSC := 0
 	for i := range 2000 {
 		if i%200 == 0 {
 			c.refresh() // fresh bases, as the loop's own refreshes give
 		}
+		if c.mult != 0 {
+			viaTSC++ // a refresh under load may drop the rate: that reading is the clock's
+		}
 		m1 := nanotime()
 		v := c.now() - c.off
 		m2 := nanotime()
-		// A TSC reading is the monotonic clock to within the pair's
-		// error (a few ns) and the rate's over at most wallRefresh; a
-		// preemption between the reads only widens [m1, m2].
-		assert.GreaterOrEqual(t, v, m1-int64(time.Microsecond), "reading %d", i)
-		assert.LessOrEqual(t, v, m2+int64(time.Microsecond), "reading %d", i)
+		assert.GreaterOrEqual(t, v, m1-slack, "reading %d", i)
+		assert.LessOrEqual(t, v, m2+slack, "reading %d", i)
 	}
-	assert.NotZero(t, c.mult, "the rate was dropped between refreshes %v apart at most", time.Duration(wallRefresh))
+	assert.NotZero(t, viaTSC, "no reading went through the TSC")
 }
 
 func TestWallClock_TSCDisagreeingWithTheClockIsDropped(t *testing.T) {
