@@ -13,10 +13,24 @@ import (
 // the idle path's slowest poll would wait (p99.99-ns, max-ns) beside the
 // typical poll (p50-ns), and slow-per-s counts polls over 5 µs per second
 // polled (a preempted poll counts too: compare runs side by side).
+// journal=on attaches the home's journal, as a subscriber does: an idle
+// reader then also READs the home's counter now and then.
 func BenchmarkPoll_Idle(b *testing.B) {
-	tp := newTopo(b, HomeConfig{}, WriterConfig{})
+	for _, j := range []bool{false, true} {
+		b.Run(map[bool]string{false: "journal=off", true: "journal=on"}[j], func(b *testing.B) { benchPollIdle(b, j) })
+	}
+}
+
+func benchPollIdle(b *testing.B, journal bool) {
+	tp := newTopo(b, HomeConfig{JournalSlots: 64}, WriterConfig{})
 	r := tp.addRing(RingConfig{Slots: 1 << 12, GapTimeout: 8 * time.Millisecond})
 	rd := r.Reader()
+	if journal {
+		jq, _ := qpPair(b, tp.dev, tp.rcq, tp.dev, tp.homeQ)
+		if err := rd.SetJournal(tp.dev, jq, tp.home.Desc(), time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
 	h := &nopHandler{}
 	hist := hdrhistogram.New(1, int64(time.Second), 3)
 	slow := 0
