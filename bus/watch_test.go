@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -196,7 +197,11 @@ func TestWatch_ConsumerDeletedOnTheServer_ProbeRestartsTheWatcher(t *testing.T) 
 	}, eventually, tick)
 	for _, s := range streams {
 		for name := range s.ConsumerNames(ctx).Name() {
-			require.NoError(t, s.DeleteConsumer(ctx, name))
+			// one may be gone already: a's probe may have replaced a
+			// watcher it found slow (a loaded machine)
+			if err := s.DeleteConsumer(ctx, name); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				require.NoError(t, err)
+			}
 		}
 	}
 
