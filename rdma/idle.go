@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -22,16 +23,37 @@ type BusySpin struct{}
 func (BusySpin) Idle(int) {}
 func (BusySpin) Reset()   {}
 
-// Yield calls runtime.Gosched when idle: low latency, and it lets other
-// goroutines (and the scheduler) run on a busy machine. Tests use it.
+// Yield gives the CPU away when idle (YieldOnce): low latency, and it lets
+// other threads and goroutines run on a busy machine. Tests use it.
 type Yield struct{}
 
 func (Yield) Idle(workCount int) {
 	if workCount == 0 {
-		runtime.Gosched()
+		YieldOnce()
 	}
 }
 func (Yield) Reset() {}
+
+// YieldOnce is one idle step of a poll loop that lets others run without
+// waking another scheduler thread: sched_yield(2) on every call (another
+// runnable thread, of this process or any other, gets this core), and
+// runtime.Gosched about once in goschedOneIn calls, at random (goroutines
+// queued on this P, and its timers, which sched_yield cannot reach).
+//
+// Why not Gosched every time: Gosched puts the goroutine on the global run
+// queue and calls wakep, which, with a P idle (one poller spinning at
+// GOMAXPROCS 2), wakes that P's thread to look for work (runtime,
+// goschedImpl); it finds none and parks again, a futex wake-up and a
+// thread's spin per idle call, taken from the peer process on a 2-core
+// machine. The random draw (math/rand/v2: per-thread state, no lock, no
+// allocation) keeps Yield stateless; a goroutine readied on this P waits
+// goschedOneIn sched_yields on average, and (1-1/goschedOneIn)^k for k.
+func YieldOnce() {
+	osYield()
+	if goschedOneIn == 1 || rand.Uint32()%goschedOneIn == 0 {
+		runtime.Gosched()
+	}
+}
 
 // Backoff spins, then yields, then parks for an exponentially growing time
 // from MinPark to MaxPark, as Aeron's BackoffIdleStrategy.
@@ -82,10 +104,12 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 // a millisecond in the Go runtime, whatever the sleep asked). Adaptive
 // counts time instead, from the last work (or Reset):
 //
-//   - spin: for the spin window it polls flat out, with runtime.Gosched
-//     once every adaptiveClockEvery calls (the process's other goroutines:
-//     with every P spinning they would wait for the runtime's preemption,
-//     10 ms) and sched_yield (other threads: pollers that outnumber the
+//   - spin: for the spin window it polls flat out, with sched_yield once
+//     every adaptiveClockEvery calls and runtime.Gosched once every
+//     adaptiveClockEvery*adaptiveGoschedEvery (the process's other
+//     goroutines: with every P spinning they would wait for the runtime's
+//     preemption, 10 ms; not more often, because each Gosched wakes an
+//     idle P's thread, see YieldOnce) (sched_yield: other threads, pollers that outnumber the
 //     cores, as in the demo, or a publisher and its subscriber that the
 //     kernel put on one core, take turns within microseconds instead of
 //     the kernel's time slices; without it, measured on this project's
@@ -95,7 +119,7 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 //     at least SpinFor and at most SpinMax: a feed of up to some thousands
 //     of ticks a second is polled in this phase from tick to tick;
 //   - yield: until YieldFor after SpinFor (or the end of a longer window),
-//     Gosched and sched_yield on every call;
+//     YieldOnce on every call;
 //   - park: sleep MinPark, doubling up to MaxPark;
 //   - deep park: after DeepAfter without work, sleep DeepPark per call, so
 //     that a subscriber with nothing to read wakes a few hundred times a
@@ -128,6 +152,7 @@ type Adaptive struct {
 	yieldEnd time.Duration // this span's end of the yield phase, from since
 	gap      time.Duration // recent idle spans, averaged (sizes the window)
 	calls    uint32        // idle calls since the clock was last read
+	reads    uint32        // spin-phase clock reads (every adaptiveGoschedEvery-th also Goscheds)
 	phase    uint32        // adaptiveSpin .. adaptiveDeep
 	park     time.Duration // next sleep in the park phases
 	parks    atomic.Uint64 // sleeps taken; read by Parks
@@ -154,7 +179,8 @@ const (
 	adaptivePark
 	adaptiveDeep
 
-	adaptiveClockEvery = 64 // idle spins between clock reads
+	adaptiveClockEvery   = 64 // idle spins between clock reads
+	adaptiveGoschedEvery = 8  // spin-phase clock reads between runtime.Goscheds
 )
 
 // adaptiveEpoch is before any call, so clock() is monotonic and never 0.
@@ -204,7 +230,9 @@ func (a *Adaptive) Idle(workCount int) {
 			return
 		}
 		a.calls = 0
-		runtime.Gosched()
+		if a.reads++; a.reads%adaptiveGoschedEvery == 0 {
+			runtime.Gosched() // rarely: each one wakes an idle P's thread (YieldOnce)
+		}
 		now := a.clock()
 		a.last = now
 		if now-a.since < a.window {
@@ -214,8 +242,7 @@ func (a *Adaptive) Idle(workCount int) {
 		a.phase = adaptiveYield
 		fallthrough
 	case adaptiveYield:
-		runtime.Gosched()
-		osYield()
+		YieldOnce()
 		now := a.clock()
 		a.last = now
 		if now-a.since < a.yieldEnd {

@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tickbus/tickbus/rdma"
 )
 
 // rawConn does a data connection's I/O with system calls on the socket, not
@@ -133,7 +134,7 @@ func (r *rawConn) Read(b []byte) (int, error) {
 		n, err := recvNoWait(r.fd, b)
 		if err == unix.EAGAIN {
 			if i < r.spins {
-				runtime.Gosched()
+				rdma.YieldOnce() // not Gosched: that would wake an idle P's thread per empty read
 				continue
 			}
 			r.wait()

@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"encoding/binary"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/tickbus/tickbus/rdma"
@@ -281,7 +280,7 @@ func (q *QP) flush(c *rawConn, t *txRing) {
 		if w == r {
 			if spins < q.dev.cfg.FlushSpins {
 				spins++
-				runtime.Gosched()
+				rdma.YieldOnce() // not Gosched every time: each wakes an idle P's thread
 				continue
 			}
 			t.sleeping.Store(true)
