@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/tickbus/tickbus/rdma/internal/handoff"
 )
 
 // IdleStrategy is what a poll loop does when a poll found no work, as in
@@ -48,9 +50,12 @@ func (Yield) Reset() {}
 // machine. The random draw (math/rand/v2: per-thread state, no lock, no
 // allocation) keeps Yield stateless; a goroutine readied on this P waits
 // goschedOneIn sched_yields on average, and (1-1/goschedOneIn)^k for k.
+//
+// A goroutine that a post just woke (internal/handoff) is let run at once:
+// while one is pending, every call Goscheds.
 func YieldOnce() {
 	osYield()
-	if goschedOneIn == 1 || rand.Uint32()%goschedOneIn == 0 {
+	if goschedOneIn == 1 || handoff.Pending() || rand.Uint32()%goschedOneIn == 0 {
 		runtime.Gosched()
 	}
 }

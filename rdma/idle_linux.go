@@ -11,4 +11,4 @@ func osYield() { _, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // goschedOneIn: YieldOnce calls runtime.Gosched about once in this many
 // calls; sched_yield does the rest.
-const goschedOneIn = 32
+const goschedOneIn = 8

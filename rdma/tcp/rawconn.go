@@ -36,8 +36,11 @@ type rawConn struct {
 	c     net.Conn
 	fd    int
 	spins int // non-blocking reads, each followed by a yield, before waiting
-	p     *poller
-	ready chan struct{} // a token per arrival, from the poller
+	// spinWhen, if set, says whether spinning is worth it now (the reaper:
+	// only while an answer someone waits for is due); false waits at once.
+	spinWhen func() bool
+	p        *poller
+	ready    chan struct{} // a token per arrival, from the poller
 	// owed and answer, if set, are the responder's (serve.go): owed
 	// reports whether it holds back acknowledgements, which answer
 	// writes if Read waits ackDelay for input with owed true. Set before
@@ -133,7 +136,7 @@ func (r *rawConn) Read(b []byte) (int, error) {
 	for i := 0; ; i++ {
 		n, err := recvNoWait(r.fd, b)
 		if err == unix.EAGAIN {
-			if i < r.spins {
+			if i < r.spins && (r.spinWhen == nil || r.spinWhen()) {
 				rdma.YieldOnce() // not Gosched: that would wake an idle P's thread per empty read
 				continue
 			}
