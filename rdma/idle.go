@@ -123,6 +123,8 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 //     is twice the recent gap between works (an average over the last few),
 //     at least SpinFor and at most SpinMax: a feed of up to some thousands
 //     of ticks a second is polled in this phase from tick to tick;
+//     A goroutine that a post of this loop just woke (a tcp flusher,
+//     rdma/internal/handoff) runs at once: the call then Goscheds.
 //   - yield: until YieldFor after SpinFor (or the end of a longer window),
 //     YieldOnce on every call;
 //   - park: sleep MinPark, doubling up to MaxPark;
@@ -232,6 +234,9 @@ func (a *Adaptive) Idle(workCount int) {
 	switch a.phase {
 	case adaptiveSpin:
 		if a.calls++; a.calls < adaptiveClockEvery {
+			if handoff.Pending() {
+				runtime.Gosched() // a goroutine this loop just woke waits for its P
+			}
 			return
 		}
 		a.calls = 0
