@@ -25,18 +25,18 @@ type BusySpin struct{}
 func (BusySpin) Idle(int) {}
 func (BusySpin) Reset()   {}
 
-// Yield gives the CPU away when idle (YieldOnce): low latency, and it lets
+// Yield gives the CPU away when idle (yieldOnce): low latency, and it lets
 // other threads and goroutines run on a busy machine. Tests use it.
 type Yield struct{}
 
 func (Yield) Idle(workCount int) {
 	if workCount == 0 {
-		YieldOnce()
+		yieldOnce()
 	}
 }
 func (Yield) Reset() {}
 
-// YieldOnce is one idle step of a poll loop that lets others run without
+// yieldOnce is one idle step of a poll loop that lets others run without
 // waking another scheduler thread: sched_yield(2) on every call (another
 // runnable thread, of this process or any other, gets this core), and
 // runtime.Gosched about once in goschedOneIn calls, at random (goroutines
@@ -49,11 +49,12 @@ func (Yield) Reset() {}
 // thread's spin per idle call, taken from the peer process on a 2-core
 // machine. The random draw (math/rand/v2: per-thread state, no lock, no
 // allocation) keeps Yield stateless; a goroutine readied on this P waits
-// goschedOneIn sched_yields on average, and (1-1/goschedOneIn)^k for k.
+// goschedOneIn sched_yields on average, more than k with probability
+// (1-1/goschedOneIn)^k.
 //
 // A goroutine that a post just woke (internal/handoff) is let run at once:
 // while one is pending, every call Goscheds.
-func YieldOnce() {
+func yieldOnce() {
 	osYield()
 	if goschedOneIn == 1 || handoff.Pending() || rand.Uint32()%goschedOneIn == 0 {
 		runtime.Gosched()
@@ -111,10 +112,11 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 //
 //   - spin: for the spin window it polls flat out, with sched_yield once
 //     every adaptiveClockEvery calls and runtime.Gosched once every
-//     adaptiveClockEvery*adaptiveGoschedEvery (the process's other
-//     goroutines: with every P spinning they would wait for the runtime's
-//     preemption, 10 ms; not more often, because each Gosched wakes an
-//     idle P's thread, see YieldOnce) (sched_yield: other threads, pollers that outnumber the
+//     adaptiveClockEvery*adaptiveGoschedEvery. Gosched lets the process's
+//     other goroutines run (with every P spinning they would wait for the
+//     runtime's preemption, 10 ms), but not more often, because each one
+//     wakes an idle P's thread (see yieldOnce); sched_yield lets other
+//     threads run: pollers that outnumber the
 //     cores, as in the demo, or a publisher and its subscriber that the
 //     kernel put on one core, take turns within microseconds instead of
 //     the kernel's time slices; without it, measured on this project's
@@ -126,7 +128,7 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 //     A goroutine that a post of this loop just woke (a tcp flusher,
 //     rdma/internal/handoff) runs at once: the call then Goscheds.
 //   - yield: until YieldFor after SpinFor (or the end of a longer window),
-//     YieldOnce on every call;
+//     Yield's step (yieldOnce) on every call;
 //   - park: sleep MinPark, doubling up to MaxPark;
 //   - deep park: after DeepAfter without work, sleep DeepPark per call, so
 //     that a subscriber with nothing to read wakes a few hundred times a
@@ -241,7 +243,7 @@ func (a *Adaptive) Idle(workCount int) {
 		}
 		a.calls = 0
 		if a.reads++; a.reads%adaptiveGoschedEvery == 0 {
-			runtime.Gosched() // rarely: each one wakes an idle P's thread (YieldOnce)
+			runtime.Gosched() // rarely: each one wakes an idle P's thread (yieldOnce)
 		}
 		now := a.clock()
 		a.last = now
@@ -252,7 +254,7 @@ func (a *Adaptive) Idle(workCount int) {
 		a.phase = adaptiveYield
 		fallthrough
 	case adaptiveYield:
-		YieldOnce()
+		yieldOnce()
 		now := a.clock()
 		a.last = now
 		if now-a.since < a.yieldEnd {

@@ -9,6 +9,6 @@ import "golang.org/x/sys/unix"
 // runtime need not hand the P off.
 func osYield() { _, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
-// goschedOneIn: YieldOnce calls runtime.Gosched about once in this many
+// goschedOneIn: yieldOnce calls runtime.Gosched about once in this many
 // calls; sched_yield does the rest.
 const goschedOneIn = 8

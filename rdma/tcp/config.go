@@ -46,7 +46,7 @@ type Config struct {
 	// FlushSpins is how many times the socket-writing goroutine yields,
 	// finding nothing to send, before it parks; default 1. A post wakes
 	// a parked one, which then runs on the poster's P at the poster's next
-	// idle step (rdma.YieldOnce).
+	// idle step (rdma.Yield).
 	FlushSpins int
 	// ReadSpins is how many non-blocking reads, each followed by a yield,
 	// a connection's reader tries before it waits for the process's epoll

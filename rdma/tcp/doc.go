@@ -46,7 +46,7 @@
 // scheduler slot; the epoll goroutine yields its P to the readers it woke,
 // so a reader runs on the thread the kernel woke for its data. A flusher
 // parks once its buffer is empty; a post wakes it and marks the hand-off
-// (rdma/internal/handoff), so the poster's next idle step (rdma.YieldOnce)
+// (rdma/internal/handoff), so the poster's next idle step (rdma.Yield)
 // runs it on the poster's P. The idea: on a host whose cores are all busy
 // a thread that sleeps is woken promptly by the kernel when its input
 // comes, while a spinning one waits for its turn among the runnable. Each

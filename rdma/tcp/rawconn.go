@@ -137,7 +137,7 @@ func (r *rawConn) Read(b []byte) (int, error) {
 		n, err := recvNoWait(r.fd, b)
 		if err == unix.EAGAIN {
 			if i < r.spins && (r.spinWhen == nil || r.spinWhen()) {
-				rdma.YieldOnce() // not Gosched: that would wake an idle P's thread per empty read
+				rdma.Yield{}.Idle(0) // not Gosched: that would wake an idle P's thread per empty read
 				continue
 			}
 			r.wait()

@@ -285,7 +285,7 @@ func (q *QP) flush(c *rawConn, t *txRing) {
 		if w == r {
 			if spins < q.dev.cfg.FlushSpins {
 				spins++
-				rdma.YieldOnce() // not Gosched every time: each wakes an idle P's thread
+				rdma.Yield{}.Idle(0) // not Gosched every time: each wakes an idle P's thread
 				continue
 			}
 			t.sleeping.Store(true)

@@ -2,13 +2,13 @@
 // was just readied (a parked flusher woken by a post) and waits for a
 // scheduler slot, so that its next idle step lets it run at once.
 //
-// Why: rdma.YieldOnce calls runtime.Gosched only about once in 32 idle
+// Why: rdma.Yield calls runtime.Gosched only about once in 8 idle
 // steps (each Gosched wakes an idle P's thread). A goroutine readied by a
 // spinning poller goes into that poller's P (its runnext) and, with the
 // other P busy, runs only when the poller yields its P: up to tens of
 // microseconds later. Mark says a hand-off is pending; the woken goroutine
 // calls Done; Pending reports a hand-off marked within window and not done,
-// and YieldOnce then calls Gosched, which runs the readied goroutine next
+// and Yield (and Adaptive) then call Gosched, which runs the readied goroutine next
 // on this P. The hint is process-wide (a poller on another P may Gosched
 // in vain meanwhile) and bounded in time, so a lost Done costs window.
 package handoff
