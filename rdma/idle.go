@@ -20,10 +20,18 @@ type IdleStrategy interface {
 }
 
 // BusySpin never gives up the CPU: lowest latency, one core per poller.
+// Its one exception is a goroutine that a post of this loop just woke and
+// that waits for this P (a tcp flusher, rdma/internal/handoff): it runs at
+// once (runtime.Gosched), since it carries the loop's own work; with every
+// P spinning it would otherwise wait for the runtime's preemption, 10 ms.
 type BusySpin struct{}
 
-func (BusySpin) Idle(int) {}
-func (BusySpin) Reset()   {}
+func (BusySpin) Idle(workCount int) {
+	if workCount == 0 && handoff.Pending() {
+		runtime.Gosched()
+	}
+}
+func (BusySpin) Reset() {}
 
 // Yield gives the CPU away when idle (yieldOnce): low latency, and it lets
 // other threads and goroutines run on a busy machine. Tests use it.
