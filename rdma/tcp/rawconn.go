@@ -17,16 +17,17 @@ import (
 // rawConn does a data connection's I/O with system calls on the socket, not
 // through Go's network poller.
 //
-// Why: pollers spin on their CQs with runtime.Gosched, which keeps the
-// scheduler's run queues non-empty, and the scheduler polls the network
+// Why: pollers spin on their CQs and call runtime.Gosched now and then
+// (rdma.Yield), which keeps the scheduler's run queues non-empty, and the
+// scheduler polls the network
 // only when it runs out of work (or from sysmon, every 10 ms). A reader
 // parked in the netpoller would then wake up to 10 ms late. Blocking in
 // read(2) instead is no better at scale: a blocked system call keeps its P
 // (Go's scheduler slot) until sysmon takes it back, and with a reader per
 // connection every P can be held so. So Read never blocks in the kernel:
-// it tries Config.ReadSpins non-blocking reads, yielding between them, and
-// then waits on a channel for the process's one epoll goroutine (poller.go)
-// to say data arrived. Writes are blocking writes (the socket buffer
+// it tries Config.ReadSpins non-blocking reads (none by default), yielding
+// between them, and then waits on a channel for the process's one epoll
+// goroutine (poller.go) to say data arrived. Writes are blocking writes (the socket buffer
 // rarely fills).
 //
 // The fd stays owned by the net.Conn. shutdown wakes blocked readers and
