@@ -301,15 +301,13 @@ func (q *QP) dial(ctx context.Context, remote rdma.Endpoint) (net.Conn, uint32, 
 	return c, peerMax, nil
 }
 
-// answerDue reports whether the reaper should spin for responses: a READ
-// or an atomic is outstanding (its poster waits for the answer), or the
-// send queue is more than half full (the poster soon waits for room).
-// Otherwise it waits for the poller at once: the bulk ACKs of a feed's
-// unsignalled WRITEs are not worth a spinning thread, which on a small
-// machine takes a core from the goroutines that carry the ticks.
-func (q *QP) answerDue() bool {
-	return q.due.Load() > 0 || q.posted.Load()-q.consumed.Load() > q.sqDepth/2
-}
+// answerDue reports whether the reaper should spin for responses (up to
+// dueSpins empty reads, rawconn.go): a READ or an atomic is outstanding,
+// whose poster waits for the answer (a claim on a remote home). Otherwise
+// it waits for the poller at once: the bulk ACKs of a feed's unsignalled
+// WRITEs are not worth a spinning thread, which on a small machine takes a
+// core from the goroutines that carry the ticks.
+func (q *QP) answerDue() bool { return q.due.Load() > 0 }
 
 // attachIncoming gives the QP the connection a peer dialled, if the QP can
 // take it, and returns it wrapped for one user (the responder). Called by

@@ -38,7 +38,8 @@ type rawConn struct {
 	fd    int
 	spins int // non-blocking reads, each followed by a yield, before waiting
 	// spinWhen, if set, says whether spinning is worth it now (the reaper:
-	// only while an answer someone waits for is due); false waits at once.
+	// while an answer someone waits for is due, see spinLimit); false
+	// waits at once.
 	spinWhen func() bool
 	p        *poller
 	ready    chan struct{} // a token per arrival, from the poller
@@ -124,6 +125,24 @@ func (r *rawConn) wait() {
 	<-r.ready
 }
 
+// spinLimit is how many empty reads Read spins through before it waits:
+// ReadSpins, or for a reader with spinWhen (the reaper) at least dueSpins
+// while spinWhen holds and none otherwise.
+func (r *rawConn) spinLimit() int {
+	switch {
+	case r.spinWhen == nil:
+		return r.spins
+	case r.spinWhen():
+		return max(r.spins, dueSpins)
+	}
+	return 0
+}
+
+// dueSpins is how many empty reads a reaper spins through while an answer
+// its poster waits for is due (a claim's CAS, a READ): that wait is the
+// poster's own latency, and an answer comes within a round trip.
+const dueSpins = 200
+
 // ackDelay is how long a responder waits for more input before it answers
 // the unsignalled WRITEs and SENDs it applied (frame.go, reqSignaled): far
 // above the gap between the ticks of a live feed, which then needs no ACK
@@ -137,7 +156,7 @@ func (r *rawConn) Read(b []byte) (int, error) {
 	for i := 0; ; i++ {
 		n, err := recvNoWait(r.fd, b)
 		if err == unix.EAGAIN {
-			if i < r.spins && (r.spinWhen == nil || r.spinWhen()) {
+			if i < r.spinLimit() {
 				rdma.Yield{}.Idle(0) // not Gosched: that would wake an idle P's thread per empty read
 				continue
 			}
