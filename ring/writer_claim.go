@@ -27,6 +27,8 @@ type claimer struct {
 	runEnd    uint64         // solo: the run's end, as the counter holds it
 	soloNext  *uint64        // solo: the home's solo word (soloState.next), for the lean path (writer_lean.go)
 	soloReq   *atomic.Uint32 // solo: soloState.req
+	leaseLeft uint64         // lean path: ticks it may still claim before it reads the TSC again (leaseEvery)
+	leaseSeen uint64         // lean path: leaseGen when leaseLeft was granted; another value voids it
 }
 
 // waiter is how the writer waits: its idle strategy and the deadline of
