@@ -27,6 +27,12 @@ var tscCal struct {
 
 const tscCalMin = 20e6 // ns between the readings a rate is taken from
 
+// The calibration's first pair is taken when the process starts, so that
+// the first SetLeaseEnd (a publisher's first lease, well after start-up)
+// usually knows the rate and gives its writer a TSC deadline at once,
+// instead of a clock read per claim until tscLearn has two pairs.
+func init() { tscObserve(rdtsc(), monoNs()) }
+
 // tscObserve records a (TSC, monotonic ns) pair; control path.
 func tscObserve(tsc, ns int64) {
 	if !tscTrusted {
