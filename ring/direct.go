@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -278,16 +279,32 @@ func putSlot(t *target, seq uint64, body *slotBody, payload []byte) {
 		// back to back, so a reader polling the stamp cannot take the line
 		// between the header and the stamp while a later line is fetched.
 		copy(s[SlotHeaderSize+slotLine0:], payload[slotLine0:])
-		payload = payload[:slotLine0]
 	}
 	b[0], b[1], b[2] = body.ns, body.lenTypFl, body.pubCheck
-	copy(s[SlotHeaderSize:], payload)
+	putHead(s, payload)
 	stampStore(&h.Stamp, seq)
 }
 
 // slotLine0 is how much payload shares a slot's first cache line with the
 // stamp and header.
 const slotLine0 = 64 - SlotHeaderSize
+
+// putHead copies the part of p that shares the stamp's line into slot s
+// (after the header). A payload that fills it (every tick of 32 bytes or
+// more) is four word loads and stores, inlined, not a second
+// runtime.memmove call beside the later lines' (a call per ring per tick
+// is what each extra subscriber costs; a fixed-size array copy is a
+// memmove call too, as the compiler cannot rule out overlap).
+func putHead(s, p []byte) {
+	if len(p) < slotLine0 {
+		copy(s[SlotHeaderSize:], p)
+		return
+	}
+	le := binary.LittleEndian
+	d := (*[slotLine0 / 8]uint64)(unsafe.Pointer(&s[SlotHeaderSize])) // 8-aligned; a slot is at least 64 bytes (MinSlotSize)
+	_ = p[slotLine0-1]
+	d[0], d[1], d[2], d[3] = le.Uint64(p), le.Uint64(p[8:]), le.Uint64(p[16:]), le.Uint64(p[24:]) // little endian: the bytes as they are
+}
 
 // directBatch is directTick for the consecutive sequences first.. of
 // ticks: the headers once, then per target every tick, slot after slot.
@@ -323,10 +340,9 @@ func putRun(t *target, first uint64, bodies []slotBody, ticks []Tick) {
 		p := ticks[i].Payload
 		if len(p) > slotLine0 { // later lines first, as putSlot
 			copy(s[SlotHeaderSize+slotLine0:], p[slotLine0:])
-			p = p[:slotLine0]
 		}
 		b[0], b[1], b[2] = bodies[i].ns, bodies[i].lenTypFl, bodies[i].pubCheck
-		copy(s[SlotHeaderSize:], p)
+		putHead(s, p)
 		stampStore(&h.Stamp, seq) // release; pairs with the reader's load of the stamp
 	}
 }

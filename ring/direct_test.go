@@ -58,6 +58,67 @@ func TestDirect_UsedOnShm_GenericOnRequest_SameTicks(t *testing.T) {
 	}
 }
 
+// A slot's payload is written in two parts on the direct paths (the lines
+// after the stamp's first, then the part beside the header: putHead);
+// every length a 128-byte slot takes arrives whole, single and batched,
+// in the ring and in the journal, on the direct and the lean (solo) path.
+func TestDirect_EveryPayloadLength_ArrivesWhole(t *testing.T) {
+	skipIfForcedGeneric(t)
+	const slotSize = 128
+	maxLen := slotSize - SlotHeaderSize
+	fill := func(seq uint64, n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(seq*31 + uint64(i)*7 + 1)
+		}
+		return b
+	}
+	for _, p := range []struct {
+		name string
+		wc   WriterConfig
+	}{{"direct", WriterConfig{}}, {"solo", WriterConfig{SoloHome: soloHere}}} {
+		for _, mode := range []Mode{Lossy, Reliable} {
+			t.Run(p.name+"/"+mode.String(), func(t *testing.T) {
+				tp := newTopo(t, HomeConfig{JournalSlots: 512, SlotSize: slotSize}, p.wc)
+				r := tp.addRing(RingConfig{Slots: 512, SlotSize: slotSize, Mode: mode})
+				want := map[uint64][]byte{}
+				for n := 0; n <= maxLen; n++ { // single ticks
+					seq := tp.home.Counter()
+					pl := fill(seq, n)
+					got, err := tp.w.Publish(1, pl, int64(n))
+					require.NoError(t, err)
+					want[got] = pl
+				}
+				for n := 0; n <= maxLen; n += 8 { // batches of mixed lengths
+					batch := make([]Tick, 4)
+					first := tp.home.Counter()
+					for i := range batch {
+						batch[i] = Tick{Type: 2, Payload: fill(first+uint64(i), (n+i*13)%(maxLen+1))}
+					}
+					got, err := tp.w.PublishBatch(batch)
+					require.NoError(t, err)
+					for i := range batch {
+						want[got+uint64(i)] = batch[i].Payload
+					}
+				}
+				var c collector
+				pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == len(want) })
+				require.Empty(t, c.events)
+				for _, tk := range c.ticks {
+					require.Equal(t, want[tk.Seq], tk.Payload, "seq %d, %d bytes", tk.Seq, len(want[tk.Seq]))
+				}
+				jm := tp.home.mr.Bytes()[offJournal:]
+				for seq, pl := range want {
+					var tk Tick
+					off := int(seq%512) * slotSize
+					require.Equal(t, slotOK, decodeSlot(jm[off:off+slotSize], seq, &tk), "journal slot of %d", seq)
+					require.Equal(t, pl, tk.Payload, "journal, seq %d", seq)
+				}
+			})
+		}
+	}
+}
+
 // The direct claim is fenced exactly as the QP one: by SetLimit, and by
 // FenceCounter's FETCH_AND_ADD through a QP on the same counter.
 func TestDirect_ClaimFenced_BySetLimitAndFenceCounter(t *testing.T) {
