@@ -102,13 +102,13 @@ func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) 
 			stampStore(&h.Stamp, StampBusy)
 		}
 		b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (slotBody)
-		p := payload
-		if len(p) > slotLine0 { // the lines after the stamp's first, then the stamp's line whole (putSlot)
-			copy(s[SlotHeaderSize+slotLine0:], p[slotLine0:])
-			p = p[:slotLine0]
+		// The lines after the stamp's first, then the stamp's line whole
+		// (putSlot).
+		if len(payload) > slotLine0 {
+			copy(s[SlotHeaderSize+slotLine0:], payload[slotLine0:])
 		}
 		b[0], b[1], b[2] = uint64(ns), b1, b2
-		copy(s[SlotHeaderSize:], p)
+		putHead(s, payload)
 		stampStore(&h.Stamp, c) // release; pairs with the reader's load of the stamp
 	}
 	stampStore(word(&w.stats.published), w.stats.published.Load()+1) // own word; pairs with the Load in Stats
