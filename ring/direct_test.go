@@ -244,3 +244,48 @@ func testDeadQPs(t *testing.T, wc WriterConfig, hc HomeConfig) {
 	_, err = tp.w.Publish(0, payloadFor(3, 8), 0)
 	require.ErrorIs(t, err, ErrHomeFailed, "broken for good")
 }
+
+// A mapped target whose subscriber withdraws its ring (the region is
+// deregistered; the writer's QP stays in RTS) is dropped at a publish
+// after the withdrawal reaches the writer's QP, on the direct and the
+// lean path: liveness answers from the provider's counter (direct.go),
+// which the withdrawal moves, not from a cached yes.
+func TestDirect_RingWithdrawn_TargetDropped(t *testing.T) {
+	skipIfForcedGeneric(t)
+	for _, p := range []struct {
+		name string
+		wc   WriterConfig
+	}{{"direct", WriterConfig{}}, {"lean", WriterConfig{SoloHome: soloHere}}} {
+		t.Run(p.name, func(t *testing.T) {
+			var dropped atomic.Int32
+			wc := p.wc
+			wc.OnTargetDropped = func(uint64, error) { dropped.Add(1) }
+			tp := newTopo(t, HomeConfig{JournalSlots: 64}, wc)
+			stay := tp.addRing(RingConfig{Slots: 64})
+			r, err := NewRing(tp.dev, RingConfig{Slots: 64, CQ: tp.rcq})
+			require.NoError(t, err)
+			wq, _ := qpPair(t, tp.dev, tp.w.cq, tp.dev, tp.rcq)
+			_, err = tp.w.AddTarget(Target{ID: 7, QP: wq, Ring: r.Desc()})
+			require.NoError(t, err)
+			require.Equal(t, 2, tp.w.Stats().Direct)
+			for i := 1; i <= 20; i++ { // past the first claims: a cached "live" for every ring
+				_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+				require.NoError(t, err)
+			}
+			require.Zero(t, dropped.Load())
+			require.NoError(t, r.Close())
+			n := 20
+			for deadline := time.Now().Add(10 * time.Second); dropped.Load() == 0; n++ {
+				require.True(t, time.Now().Before(deadline), "the withdrawn ring was never dropped")
+				_, err := tp.w.Publish(0, payloadFor(uint64(n+1), 8), 0)
+				require.NoError(t, err)
+				time.Sleep(100 * time.Microsecond)
+			}
+			assert.Equal(t, int32(1), dropped.Load())
+			assert.Equal(t, 1, tp.w.Stats().Targets)
+			var c collector
+			pollUntil(t, stay.Reader(), &c, func() bool { return len(c.ticks) == n })
+			assert.Empty(t, c.events, "the ring that stayed got every tick")
+		})
+	}
+}

@@ -21,6 +21,7 @@ type claimer struct {
 	claimOK   bool           // ... with StatusSuccess
 	dctr      *uint64        // the mapped home counter (direct.go), or nil: claims through homeQP
 	dhome     rdma.DirectMap // dctr's mapping
+	hlive     liveness       // dhome's Live, behind its provider's counter (direct.go)
 	homeDesc  HomeDesc       // WriterConfig.Home
 	soloHome  *Home          // the home whose solo writer this is (solo.go), or nil
 	soloOn    bool           // claims come from the run cached..runEnd (solo.go)

@@ -35,7 +35,7 @@ func (w *Writer) leanClaim(tl *targetList, n uint64) (first uint64, claimed bool
 	if tl.reliable > 0 && (tl != w.seen || c+n-1 >= w.limit) {
 		return 0, false, nil // roomFor's cached limit does not cover the claim
 	}
-	if !w.dhome.Live() { // as directAtomic: a home QP that left RTS breaks the writer
+	if !w.hlive.live() { // as directAtomic: a home QP that left RTS breaks the writer
 		return w.homeGone()
 	}
 	next := w.soloNext
@@ -91,7 +91,7 @@ func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) 
 		if t.dropped {
 			continue
 		}
-		if !t.journal && !t.dm.Live() { // the journal: the home's region through the home QP, whose liveness leanClaim checked
+		if !t.journal && !t.live.live() { // the journal: the home's region through the home QP, whose liveness leanClaim checked
 			w.drop(t, errDirectGone)
 			continue
 		}
@@ -131,7 +131,7 @@ func (w *Writer) leanBatch(tl *targetList, ticks []Tick) (first uint64, claimed 
 		if t.dropped {
 			continue
 		}
-		if !t.journal && !t.dm.Live() { // the journal: as in leanTick
+		if !t.journal && !t.live.live() { // the journal: as in leanTick
 			w.drop(t, errDirectGone)
 			continue
 		}
