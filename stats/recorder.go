@@ -47,13 +47,14 @@ type phaseBuf struct {
 // (readers are serialised among themselves).
 type Recorder struct {
 	_ [128]byte // keep the writer's counters off a neighbour's lines
-	// startEpoch counts records begun in the current phase. The writer adds
-	// one (the add pairs with the reader's Swap in flip); its sign is the
-	// phase: >= 0 even (buf[0]), < 0 odd (buf[1]).
+	// startEpoch counts record sections (one Record, or one RecordAll of
+	// many values) begun in the current phase. The writer adds one (the add
+	// pairs with the reader's Swap in flip); its sign is the phase: >= 0
+	// even (buf[0]), < 0 odd (buf[1]).
 	startEpoch atomic.Int64
-	// evenEnd and oddEnd count records finished in each phase, written by the
-	// writer's add after the record; the reader loads them in flip until they
-	// reach the start value it swapped out.
+	// evenEnd and oddEnd count sections finished in each phase, written by
+	// the writer's add after the section's values; the reader loads them in
+	// flip until they reach the start value it swapped out.
 	evenEnd atomic.Int64
 	oddEnd  atomic.Int64
 	buf     [2]*phaseBuf
@@ -75,13 +76,47 @@ func NewRecorder() *Recorder {
 
 // Record adds one latency in nanoseconds. It allocates nothing, takes no lock
 // and makes no syscall: two uncontended atomic adds and a histogram
-// increment. Only one goroutine may call Record.
+// increment. Only one goroutine may call Record or RecordAll.
 func (r *Recorder) Record(latencyNs int64) {
 	e := r.startEpoch.Add(1) - 1 // pairs with flip's Swap
 	b := r.buf[0]
 	if e < 0 {
 		b = r.buf[1]
 	}
+	b.record(latencyNs)
+	r.end(e)
+}
+
+// RecordAll adds every latency of vs (ns), each as Record would, in one
+// section of the phaser: two atomic adds for the lot, not per value. The
+// values land in one interval together. Only one goroutine may call Record
+// or RecordAll.
+func (r *Recorder) RecordAll(vs []int64) {
+	if len(vs) == 0 {
+		return
+	}
+	e := r.startEpoch.Add(1) - 1 // pairs with flip's Swap
+	b := r.buf[0]
+	if e < 0 {
+		b = r.buf[1]
+	}
+	for _, v := range vs {
+		b.record(v)
+	}
+	r.end(e)
+}
+
+// end closes the section begun at epoch e: flip waits for it.
+func (r *Recorder) end(e int64) {
+	if e < 0 {
+		r.oddEnd.Add(1) // pairs with flip's Load of oddEnd
+	} else {
+		r.evenEnd.Add(1) // pairs with flip's Load of evenEnd
+	}
+}
+
+// record adds one value, clamped into the histogram's range.
+func (b *phaseBuf) record(latencyNs int64) {
 	if latencyNs < 0 {
 		b.negative++
 		latencyNs = 0
@@ -90,11 +125,6 @@ func (r *Recorder) Record(latencyNs int64) {
 		latencyNs = HighestValue
 	}
 	_ = b.h.RecordValue(latencyNs) // in range by construction: cannot fail
-	if e < 0 {
-		r.oddEnd.Add(1) // pairs with flip's Load of oddEnd
-	} else {
-		r.evenEnd.Add(1) // pairs with flip's Load of evenEnd
-	}
 }
 
 // flip moves the writer onto the other buffer and returns the index of the

@@ -33,6 +33,12 @@ func (l *latency) OnEvent(ring.Event) {}
 
 func benchRig(b *testing.B, topic string, h subscriber.Handler) (*publisher.Publisher, *subscriber.Subscriber) {
 	b.Helper()
+	return benchRigWith(b, topic, h, nil)
+}
+
+// benchRigWith is benchRig with the subscriber's config changed by opt.
+func benchRigWith(b *testing.B, topic string, h subscriber.Handler, opt func(*subscriber.Config)) (*publisher.Publisher, *subscriber.Subscriber) {
+	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	b.Cleanup(cancel)
 	node, err := bus.Open(ctx, bus.Config{NodeID: "bench-" + topic})
@@ -42,7 +48,11 @@ func benchRig(b *testing.B, topic string, h subscriber.Handler) (*publisher.Publ
 	b.Cleanup(func() { node.Close() })
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
 	b.Cleanup(func() { devs.Close() })
-	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: topic, Slots: 1 << 14, StatsInterval: -1, DrainQuiet: 10 * time.Millisecond}, h)
+	cfg := subscriber.Config{Topic: topic, Slots: 1 << 14, StatsInterval: -1, DrainQuiet: 10 * time.Millisecond}
+	if opt != nil {
+		opt(&cfg)
+	}
+	sub, err := subscriber.New(ctx, node, devs, cfg, h)
 	if err != nil {
 		b.Fatal(err)
 	}

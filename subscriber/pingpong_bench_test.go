@@ -1,0 +1,108 @@
+package subscriber_test
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/tickbus/tickbus/publisher"
+	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/subscriber"
+)
+
+// BenchmarkPingPong is a round trip through the whole product path
+// (Publisher.Publish, the ring over shm, Subscriber.Poll with its latency
+// recording), two topics, each way's poller on a thread of its own: the
+// main goroutine publishes on topic A and polls B for the echo; another
+// polls A and publishes each tick back on B from its handler. Reliable
+// rings of 4096 128-byte slots, 64-byte payloads, busy-spin. In-process,
+// across two cores (ring's BenchmarkPingPong is the same without the
+// subscriber and publisher layers; tickbus bench --pingpong runs it
+// across processes).
+func BenchmarkPingPong(b *testing.B) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		b.Skip("needs two Ps: a ping-pong on one spins against itself")
+	}
+	echo := &echoHandler{}
+	pubA, subA := pingRig(b, "ping-a", echo)
+	back := &countHandler{}
+	pubB, subB := pingRig(b, "ping-b", back)
+	echo.p = pubB
+	payload := make([]byte, 64)
+	n := b.N
+	stop := make(chan struct{})
+	echoDone := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for echo.n < n && echo.err == nil {
+			subA.Poll()
+			select {
+			case <-stop:
+				echoDone <- nil
+				return
+			default:
+			}
+		}
+		echoDone <- echo.err
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	hist := hdrhistogram.New(1, int64(time.Second), 3)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 1; i <= n; i++ {
+		t0 := time.Now().UnixNano()
+		if _, err := pubA.Publish(1, payload, t0); err != nil {
+			close(stop)
+			b.Fatal(err)
+		}
+		for back.n < i {
+			subB.Poll()
+		}
+		_ = hist.RecordValue(min(time.Now().UnixNano()-t0, int64(time.Second)))
+	}
+	b.StopTimer()
+	if err := <-echoDone; err != nil {
+		b.Fatal(err)
+	}
+	if back.events+echo.events != 0 {
+		b.Fatalf("%d events", back.events+echo.events)
+	}
+	b.ReportMetric(float64(hist.ValueAtQuantile(50)), "p50-ns")
+	b.ReportMetric(float64(hist.ValueAtQuantile(99)), "p99-ns")
+	b.ReportMetric(float64(hist.ValueAtQuantile(99.9)), "p99.9-ns")
+}
+
+// pingRig is benchRig with a reliable ring of 128-byte slots (a 64-byte
+// payload's, as tickbus bench sizes it) and a batch of 256.
+func pingRig(b *testing.B, topic string, h subscriber.Handler) (*publisher.Publisher, *subscriber.Subscriber) {
+	return benchRigWith(b, topic, h, func(c *subscriber.Config) {
+		c.Mode, c.Slots, c.SlotSize, c.MaxBatch = ring.Reliable, 1<<12, 128, 256
+	})
+}
+
+// echoHandler publishes every tick it gets with p.
+type echoHandler struct {
+	p         *publisher.Publisher
+	n, events int
+	err       error
+}
+
+func (e *echoHandler) OnTicks(ts []ring.Tick) {
+	for i := range ts {
+		if _, err := e.p.Publish(ts[i].Type, ts[i].Payload, ts[i].PublishNs); err != nil && e.err == nil {
+			e.err = err
+		}
+	}
+	e.n += len(ts)
+}
+
+func (e *echoHandler) OnEvent(ring.Event) { e.events++ }
+
+type countHandler struct{ n, events int }
+
+func (c *countHandler) OnTicks(ts []ring.Tick) { c.n += len(ts) }
+func (c *countHandler) OnEvent(ring.Event)     { c.events++ }
