@@ -56,7 +56,8 @@ func (w *Writer) SetLimit(limit uint64) {
 // last quarter is the margin for it. The zero time removes the bound.
 // Safe from any goroutine.
 //
-// While set, a claim costs a TSC read, and a clock read only near the end
+// While set, a claim costs a TSC read (the lean path's: one per leaseEvery
+// ticks, writer_lean.go), and a clock read only near the end
 // (leaseclock.go).
 func (w *Writer) SetLeaseEnd(end time.Time) {
 	w.leaseGen.Add(1) // odd: an update under way (tscLearn); pairs with its Loads

@@ -14,7 +14,10 @@ import (
 // The TSC deadline is an underestimate (the TSC rate is calibrated from
 // the SetLeaseEnd calls' own clock readings and taken 5% low), so the fast
 // path never admits a claim past the lease end; a stall (SIGSTOP) moves the
-// TSC with real time, as the monotonic clock does.
+// TSC with real time, as the monotonic clock does. The TSC read itself
+// (~18 ns on a VM) is still more than half of a lean tick, so the lean
+// path reads it once per leaseEvery ticks (writer_lean.go says what a
+// stall inside that window does); every other claim reads it each time.
 
 // tscCal is the TSC's rate, learned from pairs of (TSC, monotonic ns)
 // readings at least tscCalMin apart.
@@ -26,6 +29,12 @@ var tscCal struct {
 }
 
 const tscCalMin = 20e6 // ns between the readings a rate is taken from
+
+// The calibration's first pair is taken when the process starts, so that
+// the first SetLeaseEnd (a publisher's first lease, well after start-up)
+// usually knows the rate and gives its writer a TSC deadline at once,
+// instead of a clock read per claim until tscLearn has two pairs.
+func init() { tscObserve(rdtsc(), monoNs()) }
 
 // tscObserve records a (TSC, monotonic ns) pair; control path.
 func tscObserve(tsc, ns int64) {
