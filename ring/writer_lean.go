@@ -3,6 +3,8 @@ package ring
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/tickbus/tickbus/internal/tsc"
 )
 
 // The lean single-tick publish (Aeron's tryClaim on an exclusive
@@ -53,7 +55,7 @@ func (w *Writer) leanClaim(tl *targetList, n uint64) (first uint64, claimed bool
 	if e := w.lease.Load(); e != 0 { // pairs with the Store in SetLeaseEnd
 		if g := w.leaseGen.Load(); w.leaseLeft >= n && g == w.leaseSeen { // pairs with SetLeaseEnd's Adds
 			w.leaseLeft -= n
-		} else if d := w.leaseTSC.Load(); d == 0 || rdtsc() >= d {
+		} else if d := w.leaseTSC.Load(); d == 0 || tsc.Read() >= d {
 			w.leaseLeft = 0 // near the end (or no TSC deadline yet): every claim reads the clock
 			if monoNs() >= e {
 				soloStore(next, c)
