@@ -2,10 +2,13 @@ package rdma
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/tickbus/tickbus/rdma/internal/handoff"
 )
 
 // IdleStrategy is what a poll loop does when a poll found no work, as in
@@ -17,21 +20,54 @@ type IdleStrategy interface {
 }
 
 // BusySpin never gives up the CPU: lowest latency, one core per poller.
+// Its one exception is a goroutine that a post of this loop just woke and
+// that waits for this P (a tcp flusher, rdma/internal/handoff): it runs at
+// once (runtime.Gosched), since it carries the loop's own work; with every
+// P spinning it would otherwise wait for the runtime's preemption, 10 ms.
 type BusySpin struct{}
 
-func (BusySpin) Idle(int) {}
-func (BusySpin) Reset()   {}
+func (BusySpin) Idle(workCount int) {
+	if workCount == 0 && handoff.Pending() {
+		runtime.Gosched()
+	}
+}
+func (BusySpin) Reset() {}
 
-// Yield calls runtime.Gosched when idle: low latency, and it lets other
-// goroutines (and the scheduler) run on a busy machine. Tests use it.
+// Yield gives the CPU away when idle (yieldOnce): low latency, and it lets
+// other threads and goroutines run on a busy machine. Tests use it.
 type Yield struct{}
 
 func (Yield) Idle(workCount int) {
 	if workCount == 0 {
-		runtime.Gosched()
+		yieldOnce()
 	}
 }
 func (Yield) Reset() {}
+
+// yieldOnce is one idle step of a poll loop that lets others run without
+// waking another scheduler thread: sched_yield(2) on every call (another
+// runnable thread, of this process or any other, gets this core), and
+// runtime.Gosched about once in goschedOneIn calls, at random (goroutines
+// queued on this P, and its timers, which sched_yield cannot reach).
+//
+// Why not Gosched every time: Gosched puts the goroutine on the global run
+// queue and calls wakep, which, with a P idle (one poller spinning at
+// GOMAXPROCS 2), wakes that P's thread to look for work (runtime,
+// goschedImpl); it finds none and parks again, a futex wake-up and a
+// thread's spin per idle call, taken from the peer process on a 2-core
+// machine. The random draw (math/rand/v2: per-thread state, no lock, no
+// allocation) keeps Yield stateless; a goroutine readied on this P waits
+// goschedOneIn sched_yields on average, more than k with probability
+// (1-1/goschedOneIn)^k.
+//
+// A goroutine that a post just woke (internal/handoff) is let run at once:
+// while one is pending, every call Goscheds.
+func yieldOnce() {
+	osYield()
+	if goschedOneIn == 1 || handoff.Pending() || rand.Uint32()%goschedOneIn == 0 {
+		runtime.Gosched()
+	}
+}
 
 // Backoff spins, then yields, then parks for an exponentially growing time
 // from MinPark to MaxPark, as Aeron's BackoffIdleStrategy.
@@ -82,10 +118,13 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 // a millisecond in the Go runtime, whatever the sleep asked). Adaptive
 // counts time instead, from the last work (or Reset):
 //
-//   - spin: for the spin window it polls flat out, with runtime.Gosched
-//     once every adaptiveClockEvery calls (the process's other goroutines:
-//     with every P spinning they would wait for the runtime's preemption,
-//     10 ms) and sched_yield (other threads: pollers that outnumber the
+//   - spin: for the spin window it polls flat out, with sched_yield once
+//     every adaptiveClockEvery calls and runtime.Gosched once every
+//     adaptiveClockEvery*adaptiveGoschedEvery. Gosched lets the process's
+//     other goroutines run (with every P spinning they would wait for the
+//     runtime's preemption, 10 ms), but not more often, because each one
+//     wakes an idle P's thread (see yieldOnce); sched_yield lets other
+//     threads run: pollers that outnumber the
 //     cores, as in the demo, or a publisher and its subscriber that the
 //     kernel put on one core, take turns within microseconds instead of
 //     the kernel's time slices; without it, measured on this project's
@@ -94,8 +133,10 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 //     is twice the recent gap between works (an average over the last few),
 //     at least SpinFor and at most SpinMax: a feed of up to some thousands
 //     of ticks a second is polled in this phase from tick to tick;
+//     A goroutine that a post of this loop just woke (a tcp flusher,
+//     rdma/internal/handoff) runs at once: the call then Goscheds.
 //   - yield: until YieldFor after SpinFor (or the end of a longer window),
-//     Gosched and sched_yield on every call;
+//     Yield's step (yieldOnce) on every call;
 //   - park: sleep MinPark, doubling up to MaxPark;
 //   - deep park: after DeepAfter without work, sleep DeepPark per call, so
 //     that a subscriber with nothing to read wakes a few hundred times a
@@ -128,6 +169,7 @@ type Adaptive struct {
 	yieldEnd time.Duration // this span's end of the yield phase, from since
 	gap      time.Duration // recent idle spans, averaged (sizes the window)
 	calls    uint32        // idle calls since the clock was last read
+	reads    uint32        // spin-phase clock reads (every adaptiveGoschedEvery-th also Goscheds)
 	phase    uint32        // adaptiveSpin .. adaptiveDeep
 	park     time.Duration // next sleep in the park phases
 	parks    atomic.Uint64 // sleeps taken; read by Parks
@@ -154,7 +196,8 @@ const (
 	adaptivePark
 	adaptiveDeep
 
-	adaptiveClockEvery = 64 // idle spins between clock reads
+	adaptiveClockEvery   = 64 // idle spins between clock reads
+	adaptiveGoschedEvery = 8  // spin-phase clock reads between runtime.Goscheds
 )
 
 // adaptiveEpoch is before any call, so clock() is monotonic and never 0.
@@ -201,10 +244,15 @@ func (a *Adaptive) Idle(workCount int) {
 	switch a.phase {
 	case adaptiveSpin:
 		if a.calls++; a.calls < adaptiveClockEvery {
+			if handoff.Pending() {
+				runtime.Gosched() // a goroutine this loop just woke waits for its P
+			}
 			return
 		}
 		a.calls = 0
-		runtime.Gosched()
+		if a.reads++; a.reads%adaptiveGoschedEvery == 0 {
+			runtime.Gosched() // rarely: each one wakes an idle P's thread (yieldOnce)
+		}
 		now := a.clock()
 		a.last = now
 		if now-a.since < a.window {
@@ -214,8 +262,7 @@ func (a *Adaptive) Idle(workCount int) {
 		a.phase = adaptiveYield
 		fallthrough
 	case adaptiveYield:
-		runtime.Gosched()
-		osYield()
+		yieldOnce()
 		now := a.clock()
 		a.last = now
 		if now-a.since < a.yieldEnd {

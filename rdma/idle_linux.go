@@ -8,3 +8,7 @@ import "golang.org/x/sys/unix"
 // goroutines of this process run. A raw call: it cannot block, so the
 // runtime need not hand the P off.
 func osYield() { _, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
+// goschedOneIn: yieldOnce calls runtime.Gosched about once in this many
+// calls; sched_yield does the rest.
+const goschedOneIn = 8

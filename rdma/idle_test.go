@@ -1,6 +1,8 @@
 package rdma_test
 
 import (
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,5 +223,25 @@ func BenchmarkAdaptive_Work(b *testing.B) {
 			a.Idle(0)
 		}
 		a.Idle(1)
+	}
+}
+
+// Yield mostly calls sched_yield, which cannot run a goroutine queued on
+// this P; its occasional Gosched must. On one P, a goroutine started by a
+// loop idling with Yield runs within 200 idle calls (about one
+// in 8 Goscheds; without any, it would wait for the runtime's preemption,
+// 10 ms, thousands of sched_yields on an idle machine).
+func TestYield_LetsAGoroutineOnTheSamePRun(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for round := 0; round < 20; round++ {
+		var ran atomic.Bool
+		go ran.Store(true)
+		calls := 0
+		for !ran.Load() && calls < 1_000_000 {
+			rdma.Yield{}.Idle(0)
+			calls++
+		}
+		require.True(t, ran.Load(), "round %d: the goroutine never ran", round)
+		assert.Less(t, calls, 200, "round %d: idle calls before the goroutine ran", round)
 	}
 }

@@ -58,6 +58,67 @@ func TestDirect_UsedOnShm_GenericOnRequest_SameTicks(t *testing.T) {
 	}
 }
 
+// A slot's payload is written in two parts on the direct paths (the lines
+// after the stamp's first, then the part beside the header: putHead);
+// every length a 128-byte slot takes arrives whole, single and batched,
+// in the ring and in the journal, on the direct and the lean (solo) path.
+func TestDirect_EveryPayloadLength_ArrivesWhole(t *testing.T) {
+	skipIfForcedGeneric(t)
+	const slotSize = 128
+	maxLen := slotSize - SlotHeaderSize
+	fill := func(seq uint64, n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(seq*31 + uint64(i)*7 + 1)
+		}
+		return b
+	}
+	for _, p := range []struct {
+		name string
+		wc   WriterConfig
+	}{{"direct", WriterConfig{}}, {"solo", WriterConfig{SoloHome: soloHere}}} {
+		for _, mode := range []Mode{Lossy, Reliable} {
+			t.Run(p.name+"/"+mode.String(), func(t *testing.T) {
+				tp := newTopo(t, HomeConfig{JournalSlots: 512, SlotSize: slotSize}, p.wc)
+				r := tp.addRing(RingConfig{Slots: 512, SlotSize: slotSize, Mode: mode})
+				want := map[uint64][]byte{}
+				for n := 0; n <= maxLen; n++ { // single ticks
+					seq := tp.home.Counter()
+					pl := fill(seq, n)
+					got, err := tp.w.Publish(1, pl, int64(n))
+					require.NoError(t, err)
+					want[got] = pl
+				}
+				for n := 0; n <= maxLen; n += 8 { // batches of mixed lengths
+					batch := make([]Tick, 4)
+					first := tp.home.Counter()
+					for i := range batch {
+						batch[i] = Tick{Type: 2, Payload: fill(first+uint64(i), (n+i*13)%(maxLen+1))}
+					}
+					got, err := tp.w.PublishBatch(batch)
+					require.NoError(t, err)
+					for i := range batch {
+						want[got+uint64(i)] = batch[i].Payload
+					}
+				}
+				var c collector
+				pollUntil(t, r.Reader(), &c, func() bool { return len(c.ticks) == len(want) })
+				require.Empty(t, c.events)
+				for _, tk := range c.ticks {
+					require.Equal(t, want[tk.Seq], tk.Payload, "seq %d, %d bytes", tk.Seq, len(want[tk.Seq]))
+				}
+				jm := tp.home.mr.Bytes()[offJournal:]
+				for seq, pl := range want {
+					var tk Tick
+					off := int(seq%512) * slotSize
+					require.Equal(t, slotOK, decodeSlot(jm[off:off+slotSize], seq, &tk), "journal slot of %d", seq)
+					require.Equal(t, pl, tk.Payload, "journal, seq %d", seq)
+				}
+			})
+		}
+	}
+}
+
 // The direct claim is fenced exactly as the QP one: by SetLimit, and by
 // FenceCounter's FETCH_AND_ADD through a QP on the same counter.
 func TestDirect_ClaimFenced_BySetLimitAndFenceCounter(t *testing.T) {
@@ -182,4 +243,49 @@ func testDeadQPs(t *testing.T, wc WriterConfig, hc HomeConfig) {
 	require.ErrorIs(t, err, ErrHomeFailed)
 	_, err = tp.w.Publish(0, payloadFor(3, 8), 0)
 	require.ErrorIs(t, err, ErrHomeFailed, "broken for good")
+}
+
+// A mapped target whose subscriber withdraws its ring (the region is
+// deregistered; the writer's QP stays in RTS) is dropped at a publish
+// after the withdrawal reaches the writer's QP, on the direct and the
+// lean path: liveness answers from the provider's counter (direct.go),
+// which the withdrawal moves, not from a cached yes.
+func TestDirect_RingWithdrawn_TargetDropped(t *testing.T) {
+	skipIfForcedGeneric(t)
+	for _, p := range []struct {
+		name string
+		wc   WriterConfig
+	}{{"direct", WriterConfig{}}, {"lean", WriterConfig{SoloHome: soloHere}}} {
+		t.Run(p.name, func(t *testing.T) {
+			var dropped atomic.Int32
+			wc := p.wc
+			wc.OnTargetDropped = func(uint64, error) { dropped.Add(1) }
+			tp := newTopo(t, HomeConfig{JournalSlots: 64}, wc)
+			stay := tp.addRing(RingConfig{Slots: 64})
+			r, err := NewRing(tp.dev, RingConfig{Slots: 64, CQ: tp.rcq})
+			require.NoError(t, err)
+			wq, _ := qpPair(t, tp.dev, tp.w.cq, tp.dev, tp.rcq)
+			_, err = tp.w.AddTarget(Target{ID: 7, QP: wq, Ring: r.Desc()})
+			require.NoError(t, err)
+			require.Equal(t, 2, tp.w.Stats().Direct)
+			for i := 1; i <= 20; i++ { // past the first claims: a cached "live" for every ring
+				_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+				require.NoError(t, err)
+			}
+			require.Zero(t, dropped.Load())
+			require.NoError(t, r.Close())
+			n := 20
+			for deadline := time.Now().Add(10 * time.Second); dropped.Load() == 0; n++ {
+				require.True(t, time.Now().Before(deadline), "the withdrawn ring was never dropped")
+				_, err := tp.w.Publish(0, payloadFor(uint64(n+1), 8), 0)
+				require.NoError(t, err)
+				time.Sleep(100 * time.Microsecond)
+			}
+			assert.Equal(t, int32(1), dropped.Load())
+			assert.Equal(t, 1, tp.w.Stats().Targets)
+			var c collector
+			pollUntil(t, stay.Reader(), &c, func() bool { return len(c.ticks) == n })
+			assert.Empty(t, c.events, "the ring that stayed got every tick")
+		})
+	}
 }

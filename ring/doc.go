@@ -87,9 +87,10 @@
 // back, so no sequence is doubled or left a hole. Its Publish and
 // PublishBatch take the lean path (writer_lean.go: Aeron's tryClaim on an
 // exclusive publication) while every ring is mapped: the claim's plain
-// stores, the lease and limit checks, then per ring (the journal first) a
-// liveness check, the header (three word stores, built once) and the
-// payload copied straight from the caller's bytes, and the stamp.
+// stores, the lease (a TSC read per 16 ticks) and limit checks, then per
+// ring (the journal first) a liveness check, the slot's later lines, the
+// stamp's line (header: three word stores, built once; the payload's
+// head), all copied straight from the caller's bytes, and the stamp.
 //
 // PublishAt(seq) is A/B line arbitration: a CAS seq→seq+1 that only the
 // first line wins; the other gets ErrLost and writes nothing.

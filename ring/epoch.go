@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tickbus/tickbus/internal/tsc"
 	"github.com/tickbus/tickbus/rdma"
 )
 
@@ -56,7 +57,8 @@ func (w *Writer) SetLimit(limit uint64) {
 // last quarter is the margin for it. The zero time removes the bound.
 // Safe from any goroutine.
 //
-// While set, a claim costs a TSC read, and a clock read only near the end
+// While set, a claim costs a TSC read (the lean path's: one per leaseEvery
+// ticks, writer_lean.go), and a clock read only near the end
 // (leaseclock.go).
 func (w *Writer) SetLeaseEnd(end time.Time) {
 	w.leaseGen.Add(1) // odd: an update under way (tscLearn); pairs with its Loads
@@ -66,18 +68,18 @@ func (w *Writer) SetLeaseEnd(end time.Time) {
 		w.lease.Store(0) // pairs with the Load in claimable
 		return
 	}
-	tsc, now := rdtsc(), monoNs()
-	tscObserve(tsc, now)
+	ts, now := tsc.Read(), monoNs()
+	tscObserve(ts, now)
 	e := max(now+int64(time.Until(end)), 1)
 	w.leaseTSC.Store(0) // never a fast deadline beyond the lease being stored
 	w.lease.Store(e)    // pairs with the Load in claimable
-	w.leaseTSC.Store(tscDeadline(tsc, now, e))
+	w.leaseTSC.Store(tscDeadline(ts, now, e))
 }
 
 // claimable is inLimit for a claim just made: also within the lease end.
 func (w *Writer) claimable(first, n uint64) bool {
 	if e := w.lease.Load(); e != 0 { // pairs with the Store in SetLeaseEnd
-		if d := w.leaseTSC.Load(); d == 0 || rdtsc() >= d {
+		if d := w.leaseTSC.Load(); d == 0 || tsc.Read() >= d {
 			now := monoNs()
 			if now >= e {
 				return false

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/internal/tsc"
 )
 
 // The TSC deadline never admits a claim past the lease end: once the
@@ -12,20 +14,20 @@ import (
 // (read after the clock, so a preemption between the reads only moves the
 // TSC further).
 func TestLeaseClock_TSCDeadlineIsNeverLate(t *testing.T) {
-	if !tscTrusted {
+	if !tsc.Trusted {
 		t.Skip("the kernel's clocksource is not the TSC here: every claim reads the clock, nothing to check")
 	}
-	tscObserve(rdtsc(), monoNs())
+	tscObserve(tsc.Read(), monoNs())
 	time.Sleep(2 * tscCalMin * time.Nanosecond)
-	tscObserve(rdtsc(), monoNs())
+	tscObserve(tsc.Read(), monoNs())
 	for range 5 {
-		tsc, now := rdtsc(), monoNs()
+		ts, now := tsc.Read(), monoNs()
 		end := now + int64(30*time.Millisecond)
-		d := tscDeadline(tsc, now, end)
+		d := tscDeadline(ts, now, end)
 		require.NotZero(t, d, "the TSC rate is known after two readings 40 ms apart")
 		for {
 			m := monoNs()
-			c := rdtsc()
+			c := tsc.Read()
 			if m >= end {
 				require.GreaterOrEqual(t, c, d, "the clock is past the lease end but the TSC is not past its deadline")
 				break
@@ -52,7 +54,7 @@ func TestLeaseClock_ClaimableRefusesAfterTheEnd(t *testing.T) {
 // TSC deadline from its own claims' clock readings, and still refuses a
 // claim past a later, earlier end.
 func TestLeaseClock_UnknownRate_DeadlineLearntFromClaims(t *testing.T) {
-	if !tscTrusted {
+	if !tsc.Trusted {
 		t.Skip("the kernel's clocksource is not the TSC here: every claim reads the clock, nothing to learn")
 	}
 	tscCal.mu.Lock()
@@ -70,7 +72,7 @@ func TestLeaseClock_UnknownRate_DeadlineLearntFromClaims(t *testing.T) {
 	}
 	d := w.leaseTSC.Load()
 	require.Equal(t, end, w.lease.Load())
-	require.Greater(t, tscDeadline(rdtsc(), monoNs(), end), d, "a deadline taken later is later (the learnt one is not past the end)")
+	require.Greater(t, tscDeadline(tsc.Read(), monoNs(), end), d, "a deadline taken later is later (the learnt one is not past the end)")
 	w.SetLeaseEnd(time.Now().Add(-time.Millisecond))
 	require.False(t, w.claimable(1, 1), "an end in the past refuses, learnt deadline or not")
 }
@@ -78,7 +80,7 @@ func TestLeaseClock_UnknownRate_DeadlineLearntFromClaims(t *testing.T) {
 func BenchmarkClaimable_LeaseSet(b *testing.B) {
 	w := &Writer{}
 	w.fence.Store(^uint64(0))
-	tscObserve(rdtsc(), monoNs())
+	tscObserve(tsc.Read(), monoNs())
 	time.Sleep(2 * tscCalMin * time.Nanosecond)
 	w.SetLeaseEnd(time.Now().Add(time.Hour))
 	b.ReportAllocs()
@@ -94,7 +96,7 @@ var clockSink int64
 func BenchmarkClock(b *testing.B) {
 	b.Run("rdtsc", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			clockSink += rdtsc()
+			clockSink += tsc.Read()
 		}
 	})
 	b.Run("mono", func(b *testing.B) {

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -346,4 +347,62 @@ func TestSolo_ClaimPastTheLeaseThenFenced_OneEpochEventNoGap(t *testing.T) {
 	}
 	require.Len(t, c.events, 1)
 	assert.Equal(t, Event{Kind: EventEpoch, From: 4, To: 999}, c.events[0])
+}
+
+// The lean path reads the TSC for the lease end once per leaseEvery ticks
+// (writer_lean.go): a publisher that stalls right after a read and wakes
+// up past its lease writes at most leaseEvery-1 more ticks before its
+// next read refuses a claim, and that claim goes back to the run. A
+// SetLeaseEnd in between voids what the last read allowed: the next
+// claim reads at once.
+func TestSolo_LeaseReadOncePerLeaseEveryTicks_AStallWritesAtMostTheWindow(t *testing.T) {
+	skipUnlessSolo(t)
+	tp := newTopo(t, HomeConfig{}, WriterConfig{SoloHome: soloHere})
+	r := tp.addRing(RingConfig{Slots: 64})
+	w := tp.w
+	farLease := func() {
+		w.SetLeaseEnd(time.Now().Add(time.Hour))
+		w.leaseTSC.Store(math.MaxInt64) // as once the TSC rate is known: far before the deadline
+	}
+	_, err := w.Publish(0, payloadFor(1, 8), 0) // reserves the run: later claims take the lean path
+	require.NoError(t, err)
+	farLease()
+	_, err = w.Publish(0, payloadFor(2, 8), 0)
+	require.NoError(t, err, "within the lease: read, and the next leaseEvery-1 ticks need no read")
+	// A stall: time passes, the lease ends, and nobody called
+	// SetLeaseEnd (the lease loop stalled too). What time passing looks
+	// like to the writer's reads:
+	w.lease.Store(1)
+	w.leaseTSC.Store(1)
+	for i := 3; i <= leaseEvery+1; i++ {
+		_, err := w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err, "tick %d: inside the window the last read allowed", i)
+	}
+	_, err = w.Publish(0, payloadFor(leaseEvery+2, 8), 0)
+	require.ErrorIs(t, err, ErrFenced, "the window's end: a read, and the lease is over")
+	_, err = w.PublishBatch([]Tick{{Payload: payloadFor(leaseEvery+2, 8)}})
+	require.ErrorIs(t, err, ErrFenced, "past the TSC deadline every claim reads")
+	assert.Equal(t, uint64(leaseEvery+2), tp.home.Counter(), "the refused claims went back to the run")
+	checkEverySequenceOnce(t, r, 1, leaseEvery+1)
+
+	farLease()
+	_, err = w.Publish(0, payloadFor(leaseEvery+2, 8), 0)
+	require.NoError(t, err)
+	w.SetLeaseEnd(time.Now().Add(-time.Millisecond))
+	_, err = w.Publish(0, payloadFor(leaseEvery+3, 8), 0)
+	require.ErrorIs(t, err, ErrFenced, "a SetLeaseEnd voids the window: the next claim reads")
+
+	farLease()
+	batch := make([]Tick, leaseEvery)
+	for i := range batch {
+		batch[i].Payload = payloadFor(uint64(leaseEvery+3+i), 8)
+	}
+	_, err = w.PublishBatch(batch)
+	require.NoError(t, err)
+	w.lease.Store(1)
+	w.leaseTSC.Store(1)
+	_, err = w.PublishBatch(batch[:1])
+	require.NoError(t, err, "a read before a batch of %d allows %d ticks after it", leaseEvery, leaseEvery-1)
+	_, err = w.PublishBatch(batch)
+	require.ErrorIs(t, err, ErrFenced, "a claim of more ticks than the window has left reads")
 }

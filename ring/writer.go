@@ -211,6 +211,7 @@ type target struct {
 	dropped  bool           // publishing goroutine only
 	dm       rdma.DirectMap // the mapped ring (direct.go), or nil: written through qp
 	dmem     []byte         // dm's bytes: slot 0 first
+	live     liveness       // dm's Live, behind its provider's counter (direct.go)
 	hm       rdma.DirectMap // reliable, direct: the ring's mapped head word (readHead), or nil: READ through qp
 	dhead    *uint64        // hm's word
 }

@@ -21,12 +21,15 @@ type claimer struct {
 	claimOK   bool           // ... with StatusSuccess
 	dctr      *uint64        // the mapped home counter (direct.go), or nil: claims through homeQP
 	dhome     rdma.DirectMap // dctr's mapping
+	hlive     liveness       // dhome's Live, behind its provider's counter (direct.go)
 	homeDesc  HomeDesc       // WriterConfig.Home
 	soloHome  *Home          // the home whose solo writer this is (solo.go), or nil
 	soloOn    bool           // claims come from the run cached..runEnd (solo.go)
 	runEnd    uint64         // solo: the run's end, as the counter holds it
 	soloNext  *uint64        // solo: the home's solo word (soloState.next), for the lean path (writer_lean.go)
 	soloReq   *atomic.Uint32 // solo: soloState.req
+	leaseLeft uint64         // lean path: ticks it may still claim before it reads the TSC again (leaseEvery)
+	leaseSeen uint64         // lean path: leaseGen when leaseLeft was granted; another value voids it
 }
 
 // waiter is how the writer waits: its idle strategy and the deadline of

@@ -3,6 +3,8 @@ package ring
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/tickbus/tickbus/internal/tsc"
 )
 
 // The lean single-tick publish (Aeron's tryClaim on an exclusive
@@ -35,7 +37,7 @@ func (w *Writer) leanClaim(tl *targetList, n uint64) (first uint64, claimed bool
 	if tl.reliable > 0 && (tl != w.seen || c+n-1 >= w.limit) {
 		return 0, false, nil // roomFor's cached limit does not cover the claim
 	}
-	if !w.dhome.Live() { // as directAtomic: a home QP that left RTS breaks the writer
+	if !w.hlive.live() { // as directAtomic: a home QP that left RTS breaks the writer
 		return w.homeGone()
 	}
 	next := w.soloNext
@@ -45,12 +47,16 @@ func (w *Writer) leanClaim(tl *targetList, n uint64) (first uint64, claimed bool
 		return 0, false, nil
 	}
 	// claimable, inline, before the claim shows: the lease end (a TSC
-	// read while set), the limit. A refused claim goes back to the run
-	// (the word says c again), so no reader READing the word takes it
-	// for claimed and names it a gap: it is the fenced epoch's unused
-	// range, or the next claim's.
+	// read while set, once per leaseEvery ticks: see leaseEvery), the
+	// limit. A refused claim goes back to the run (the word says c
+	// again), so no reader READing the word takes it for claimed and
+	// names it a gap: it is the fenced epoch's unused range, or the next
+	// claim's.
 	if e := w.lease.Load(); e != 0 { // pairs with the Store in SetLeaseEnd
-		if d := w.leaseTSC.Load(); d == 0 || rdtsc() >= d {
+		if g := w.leaseGen.Load(); w.leaseLeft >= n && g == w.leaseSeen { // pairs with SetLeaseEnd's Adds
+			w.leaseLeft -= n
+		} else if d := w.leaseTSC.Load(); d == 0 || tsc.Read() >= d {
+			w.leaseLeft = 0 // near the end (or no TSC deadline yet): every claim reads the clock
 			if monoNs() >= e {
 				soloStore(next, c)
 				return 0, true, ErrFenced
@@ -58,6 +64,8 @@ func (w *Writer) leanClaim(tl *targetList, n uint64) (first uint64, claimed bool
 			if d == 0 {
 				w.tscLearn(e)
 			}
+		} else if g&1 == 0 { // not under way in SetLeaseEnd: d is g's deadline or a later one's
+			w.leaseLeft, w.leaseSeen = leaseEvery-1, g
 		}
 	}
 	if c+n > w.fence.Load() { // pairs with the Store in SetLimit
@@ -85,7 +93,7 @@ func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) 
 		if t.dropped {
 			continue
 		}
-		if !t.journal && !t.dm.Live() { // the journal: the home's region through the home QP, whose liveness leanClaim checked
+		if !t.journal && !t.live.live() { // the journal: the home's region through the home QP, whose liveness leanClaim checked
 			w.drop(t, errDirectGone)
 			continue
 		}
@@ -96,8 +104,13 @@ func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) 
 			stampStore(&h.Stamp, StampBusy)
 		}
 		b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (slotBody)
+		// The lines after the stamp's first, then the stamp's line whole
+		// (putSlot).
+		if len(payload) > slotLine0 {
+			copy(s[SlotHeaderSize+slotLine0:], payload[slotLine0:])
+		}
 		b[0], b[1], b[2] = uint64(ns), b1, b2
-		copy(s[SlotHeaderSize:], payload)
+		putHead(s, payload)
 		stampStore(&h.Stamp, c) // release; pairs with the reader's load of the stamp
 	}
 	stampStore(word(&w.stats.published), w.stats.published.Load()+1) // own word; pairs with the Load in Stats
@@ -120,7 +133,7 @@ func (w *Writer) leanBatch(tl *targetList, ticks []Tick) (first uint64, claimed 
 		if t.dropped {
 			continue
 		}
-		if !t.journal && !t.dm.Live() { // the journal: as in leanTick
+		if !t.journal && !t.live.live() { // the journal: as in leanTick
 			w.drop(t, errDirectGone)
 			continue
 		}
@@ -129,3 +142,21 @@ func (w *Writer) leanBatch(tl *targetList, ticks []Tick) (first uint64, claimed 
 	stampStore(word(&w.stats.published), w.stats.published.Load()+uint64(len(ticks))) // own word; pairs with the Load in Stats
 	return c, true, nil
 }
+
+// leaseEvery bounds the ticks the lean path claims per TSC read of the
+// lease end: a read costs ~18 ns on this class of VM (RDTSC's own cost,
+// more than half of a lean tick), so a single-tick publisher reads it
+// once per leaseEvery claims, a batch of leaseEvery or more every claim.
+// A read that finds the TSC before the lease's TSC deadline (taken 5%
+// early of the time left, leaseclock.go) lets the next leaseEvery-1 ticks
+// go unread, unless SetLeaseEnd runs meanwhile (leaseGen moved: the next
+// claim reads); past the deadline, near the end, every claim reads the
+// clock as before. The window is leaseEvery-1 ticks, not a time: a
+// publisher stalled (SIGSTOP, starved) right after a read that admitted
+// a claim may, once it runs again past the lease end, write at most that
+// many more ticks before a read refuses its next claim (ErrFenced) --
+// what one PublishBatch of leaseEvery ticks claimed just before the same
+// stall writes with a single check, and what the lease's last quarter
+// (SetLeaseEnd) is the margin for. Without a stall, leaseEvery ticks take
+// about a microsecond, far inside the 5% margin of the TSC deadline.
+const leaseEvery = 16

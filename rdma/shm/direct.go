@@ -3,6 +3,7 @@ package shm
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tickbus/tickbus/rdma"
 )
@@ -42,6 +43,25 @@ func (q *QP) Direct(remote rdma.RemoteRegion, need rdma.Access) (rdma.DirectMap,
 	off := remote.Addr - r.addr
 	return &directMap{q: q, r: r, rkey: remote.RKey, tab: t, mem: r.mem[off : off+remote.Len : off+remote.Len]}, nil
 }
+
+// liveGen moves after every change that can turn a directMap's Live
+// false, on any QP of the process: a QP leaving RTS (toError, an error
+// completion, Close) and a peer withdrawing a region (delRemote), each
+// after its state or table store. LiveCounter hands it out, so a hot path
+// calls Live only after it moved. Its own line pair: loaded per tick,
+// stored only on those control events.
+var liveGen struct {
+	_ [128]byte
+	n atomic.Uint64
+	_ [120]byte
+}
+
+// liveChanged is called after each change liveGen names.
+func liveChanged() { liveGen.n.Add(1) }
+
+// LiveCounter returns the counter that moves before Live can turn false
+// (after the change it reports: ring's liveness).
+func (m *directMap) LiveCounter() *atomic.Uint64 { return &liveGen.n }
 
 // directMap is one Direct mapping: a reference on r.
 type directMap struct {

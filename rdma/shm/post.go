@@ -233,8 +233,11 @@ func (q *QP) record(wr *rdma.WorkRequest, st rdma.Status, n uint32, completes bo
 	if st != rdma.StatusSuccess && st != rdma.StatusFlushed {
 		// As verbs: an error completion moves the QP to ERR; later
 		// requests complete with StatusFlushed.
-		if q.state.CompareAndSwap(uint32(rdma.QPReadyToSend), uint32(rdma.QPError)) && st == rdma.StatusRemoteAccess {
-			go q.hangUp(wr.Remote) // cold path: the peer's QP goes to ERR too (grant.go)
+		if q.state.CompareAndSwap(uint32(rdma.QPReadyToSend), uint32(rdma.QPError)) {
+			liveChanged()
+			if st == rdma.StatusRemoteAccess {
+				go q.hangUp(wr.Remote) // cold path: the peer's QP goes to ERR too (grant.go)
+			}
 		}
 	}
 	if !completes {

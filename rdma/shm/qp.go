@@ -478,6 +478,7 @@ func (q *QP) toError() bool {
 			return false
 		}
 		if q.state.CompareAndSwap(s, uint32(rdma.QPError)) {
+			liveChanged()
 			break
 		}
 	}
@@ -532,6 +533,7 @@ func (q *QP) Close() error {
 	q.closeOnce.Do(func() {
 		d := q.dev
 		q.state.Store(uint32(rdma.QPClosed))
+		liveChanged()
 		q.ctlMu.Lock()
 		if q.dial != nil {
 			q.dial.close()

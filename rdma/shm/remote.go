@@ -266,6 +266,7 @@ func (q *QP) delRemote(rkey uint32) {
 		}
 	}
 	q.remote.Store(&remoteTable{m: m})
+	liveChanged()
 	q.waitIdle()
 	q.dev.releaseRegion(r)
 }

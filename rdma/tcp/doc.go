@@ -40,12 +40,19 @@
 // Threads: data connections are read and written with system calls on the
 // socket (rawconn.go), not through Go's network poller, because pollers
 // spinning with runtime.Gosched starve the poller (it then wakes readers
-// only every 10 ms). Readers try Config.ReadSpins non-blocking reads, then
-// wait on a channel that the process's one epoll goroutine feeds (poller.go),
-// so no reader blocks in the kernel holding a scheduler slot. Each connected
-// QP has a reaper and a flusher goroutine, each incoming connection a
-// responder; Close lingers up to Config.CloseLinger so that what was posted
-// reaches the peer.
+// only every 10 ms). Readers try Config.ReadSpins non-blocking reads (none
+// by default), then wait on a channel that the process's one epoll
+// goroutine feeds (poller.go), so no reader blocks in the kernel holding a
+// scheduler slot; the epoll goroutine yields its P to the readers it woke,
+// so a reader runs on the thread the kernel woke for its data. A flusher
+// parks once its buffer is empty; a post wakes it and marks the hand-off
+// (rdma/internal/handoff), so the poster's next idle step (rdma.Yield)
+// runs it on the poster's P. The idea: on a host whose cores are all busy
+// a thread that sleeps is woken promptly by the kernel when its input
+// comes, while a spinning one waits for its turn among the runnable. Each
+// connected QP has a reaper and a flusher goroutine, each incoming
+// connection a responder; Close lingers up to Config.CloseLinger so that
+// what was posted reaches the peer.
 //
 // Regions come from internal/shmem (memfd, shareable), and Register accepts
 // memory any device of this process allocated, so one ring can be reached

@@ -53,7 +53,10 @@ type QP struct {
 	sqMask   uint64
 	sqDepth  uint64
 	postBusy atomic.Bool
-	cmu      sync.Mutex // one consumer of sq at a time: the reaper or a drainer
+	// due counts the READs and atomics posted and not completed: answers a
+	// poster waits for, which the reaper spins for (answerDue).
+	due atomic.Int64
+	cmu sync.Mutex // one consumer of sq at a time: the reaper or a drainer
 	// compRing holds the post index of every send completion queued and not
 	// yet polled, in push order: written under cmu, read by the poller.
 	compRing []uint64
@@ -110,6 +113,7 @@ type sqEntry struct {
 	len      uint32
 	op       rdma.Opcode
 	signaled bool
+	due      bool // counted in QP.due
 }
 
 var _ rdma.QueuePair = (*QP)(nil)
@@ -232,6 +236,7 @@ func (q *QP) Connect(ctx context.Context, remote rdma.Endpoint) error {
 		q.fail(rdma.StatusFlushed, err)
 		return err
 	}
+	rc.spinWhen = q.answerDue
 	q.out = rc
 	q.maxMsg = min(uint32(q.dev.cfg.MaxMsgSize), peerMax)
 	q.tx = newTxRing(q.dev.cfg.SendBuffer)
@@ -295,6 +300,14 @@ func (q *QP) dial(ctx context.Context, remote rdma.Endpoint) (net.Conn, uint32, 
 	c.SetDeadline(time.Time{})
 	return c, peerMax, nil
 }
+
+// answerDue reports whether the reaper should spin for responses (up to
+// dueSpins empty reads, rawconn.go): a READ or an atomic is outstanding,
+// whose poster waits for the answer (a claim on a remote home). Otherwise
+// it waits for the poller at once: the bulk ACKs of a feed's unsignalled
+// WRITEs are not worth a spinning thread, which on a small machine takes a
+// core from the goroutines that carry the ticks.
+func (q *QP) answerDue() bool { return q.due.Load() > 0 }
 
 // attachIncoming gives the QP the connection a peer dialled, if the QP can
 // take it, and returns it wrapped for one user (the responder). Called by
@@ -392,6 +405,10 @@ func (q *QP) complete(e *sqEntry, pos uint64, st rdma.Status) {
 		c.Bytes = 0
 	}
 	push := e.signaled || st != rdma.StatusSuccess
+	if e.due {
+		e.due = false
+		q.due.Add(-1)
+	}
 	q.consumed.Store(pos + 1) // the watchdog Loads it
 	if !push {
 		q.scq.unreserve()

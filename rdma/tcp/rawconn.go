@@ -4,28 +4,30 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tickbus/tickbus/rdma"
 )
 
 // rawConn does a data connection's I/O with system calls on the socket, not
 // through Go's network poller.
 //
-// Why: pollers spin on their CQs with runtime.Gosched, which keeps the
-// scheduler's run queues non-empty, and the scheduler polls the network
+// Why: pollers spin on their CQs and call runtime.Gosched now and then
+// (rdma.Yield), which keeps the scheduler's run queues non-empty, and the
+// scheduler polls the network
 // only when it runs out of work (or from sysmon, every 10 ms). A reader
 // parked in the netpoller would then wake up to 10 ms late. Blocking in
 // read(2) instead is no better at scale: a blocked system call keeps its P
 // (Go's scheduler slot) until sysmon takes it back, and with a reader per
 // connection every P can be held so. So Read never blocks in the kernel:
-// it tries Config.ReadSpins non-blocking reads, yielding between them, and
-// then waits on a channel for the process's one epoll goroutine (poller.go)
-// to say data arrived. Writes are blocking writes (the socket buffer
+// it tries Config.ReadSpins non-blocking reads (none by default), yielding
+// between them, and then waits on a channel for the process's one epoll
+// goroutine (poller.go) to say data arrived. Writes are blocking writes (the socket buffer
 // rarely fills).
 //
 // The fd stays owned by the net.Conn. shutdown wakes blocked readers and
@@ -35,8 +37,12 @@ type rawConn struct {
 	c     net.Conn
 	fd    int
 	spins int // non-blocking reads, each followed by a yield, before waiting
-	p     *poller
-	ready chan struct{} // a token per arrival, from the poller
+	// spinWhen, if set, says whether spinning is worth it now (the reaper:
+	// while an answer someone waits for is due, see spinLimit); false
+	// waits at once.
+	spinWhen func() bool
+	p        *poller
+	ready    chan struct{} // a token per arrival, from the poller
 	// owed and answer, if set, are the responder's (serve.go): owed
 	// reports whether it holds back acknowledgements, which answer
 	// writes if Read waits ackDelay for input with owed true. Set before
@@ -119,6 +125,24 @@ func (r *rawConn) wait() {
 	<-r.ready
 }
 
+// spinLimit is how many empty reads Read spins through before it waits:
+// ReadSpins, or for a reader with spinWhen (the reaper) at least dueSpins
+// while spinWhen holds and none otherwise.
+func (r *rawConn) spinLimit() int {
+	switch {
+	case r.spinWhen == nil:
+		return r.spins
+	case r.spinWhen():
+		return max(r.spins, dueSpins)
+	}
+	return 0
+}
+
+// dueSpins is how many empty reads a reaper spins through while an answer
+// its poster waits for is due (a claim's CAS, a READ): that wait is the
+// poster's own latency, and an answer comes within a round trip.
+const dueSpins = 200
+
 // ackDelay is how long a responder waits for more input before it answers
 // the unsignalled WRITEs and SENDs it applied (frame.go, reqSignaled): far
 // above the gap between the ticks of a live feed, which then needs no ACK
@@ -132,8 +156,8 @@ func (r *rawConn) Read(b []byte) (int, error) {
 	for i := 0; ; i++ {
 		n, err := recvNoWait(r.fd, b)
 		if err == unix.EAGAIN {
-			if i < r.spins {
-				runtime.Gosched()
+			if i < r.spinLimit() {
+				rdma.Yield{}.Idle(0) // not Gosched: that would wake an idle P's thread per empty read
 				continue
 			}
 			r.wait()

@@ -2,10 +2,10 @@ package tcp
 
 import (
 	"encoding/binary"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/rdma/internal/handoff"
 )
 
 // PostSend checks wr against local rules, copies its frame (and payload)
@@ -190,6 +190,9 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished bool) (queued bool, err 
 	if src != nil {
 		src.release()
 	}
+	if e.due = wr.Op == rdma.OpRead || wr.Op.IsAtomic(); e.due {
+		q.due.Add(1) // before posted: the reaper spins once it sees either
+	}
 	q.sq[pos&q.sqMask] = e
 	q.posted.Store(pos + 1) // pairs with the Loads in reap and drain
 	return true, nil
@@ -263,6 +266,7 @@ func (t *txRing) publish() {
 	if t.sleeping.Load() && t.sleeping.CompareAndSwap(true, false) {
 		select {
 		case t.wake <- struct{}{}:
+			handoff.Mark() // the poster's next idle step lets the flusher run
 		default:
 		}
 	}
@@ -281,7 +285,7 @@ func (q *QP) flush(c *rawConn, t *txRing) {
 		if w == r {
 			if spins < q.dev.cfg.FlushSpins {
 				spins++
-				runtime.Gosched()
+				rdma.Yield{}.Idle(0) // not Gosched every time: each wakes an idle P's thread
 				continue
 			}
 			t.sleeping.Store(true)
@@ -291,6 +295,7 @@ func (q *QP) flush(c *rawConn, t *txRing) {
 			}
 			select {
 			case <-t.wake:
+				handoff.Done()
 			case <-q.stop:
 				return
 			}

@@ -68,19 +68,32 @@ func (q *QP) serve(c *rawConn) {
 		}
 		expect++
 		var payload []byte
+		peeked := 0
 		if hasPayload(r.op) {
-			if cap(s.scratch) < int(r.len) {
-				s.scratch = make([]byte, r.len)
+			if int(r.len) <= br.Size() {
+				// One copy: applied straight from the read buffer, which
+				// it stays in until Discard.
+				payload, err = br.Peek(int(r.len))
+				peeked = len(payload)
+			} else {
+				if cap(s.scratch) < int(r.len) {
+					s.scratch = make([]byte, r.len)
+				}
+				payload = s.scratch[:r.len]
+				_, err = io.ReadFull(br, payload)
 			}
-			payload = s.scratch[:r.len]
-			if _, err = io.ReadFull(br, payload); err != nil {
+			if err != nil {
 				if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 					err = fmt.Errorf("%w: truncated %s payload: %w", ErrFrame, r.op, err)
 				}
 				break
 			}
 		}
-		if err = s.apply(&r, payload); err != nil {
+		err = s.apply(&r, payload)
+		if peeked > 0 {
+			_, _ = br.Discard(peeked) // buffered: cannot fail
+		}
+		if err != nil {
 			break
 		}
 	}
