@@ -1,17 +1,11 @@
 package subscriber_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/link"
-	"github.com/tickbus/tickbus/publisher"
-	"github.com/tickbus/tickbus/rdma"
-	"github.com/tickbus/tickbus/subscriber"
 	"github.com/tickbus/tickbus/tick"
 )
 
@@ -26,30 +20,8 @@ var coldSink byte
 // hot fields into fewer lines moved it by 2.5% (median of 16 interleaved
 // runs, 2231 -> 2174 ns), within the noise, so they stay as they are.
 func BenchmarkPoll_Cold(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "bench-cold"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer node.Close()
-	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
-	defer devs.Close()
 	var h counting
-	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "bench-cold", Slots: 1 << 12, MaxBatch: 256,
-		StatsInterval: -1, DrainQuiet: 10 * time.Millisecond}, &h)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sub.Close()
-	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "bench-cold", Idle: rdma.Yield{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pub.Close()
-	if err := pub.WaitSubscribers(ctx, 1); err != nil {
-		b.Fatal(err)
-	}
+	sub, pub := benchPair(b, "bench-cold", 256, &h)
 	payload := make([]byte, tick.Size)
 	// The first tick waits for the ring to have joined the publisher.
 	if _, err := pub.Publish(tick.MessageType, payload, time.Now().UnixNano()); err != nil {

@@ -29,31 +29,40 @@ func cpuNow() time.Duration {
 // (what an idle poll loop repeats between ticks: "empty"). In-process,
 // cache-hot, one goroutine: the CPU the subscriber adds per tick, not a
 // cross-core latency (tickbus bench measures that).
-func BenchmarkPoll(b *testing.B) {
+// benchPair is a subscriber on topic and the lone publisher of it, on an
+// embedded bus in this process, the publisher connected to the ring; both
+// close when b ends.
+func benchPair(b *testing.B, topic string, maxBatch int, h subscriber.Handler) (*subscriber.Subscriber, *publisher.Publisher) {
+	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: "bench-poll"})
+	node, err := bus.Open(ctx, bus.Config{NodeID: topic})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer node.Close()
+	b.Cleanup(func() { node.Close() })
 	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
-	defer devs.Close()
-	var h counting
-	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "bench-poll", Slots: 1 << 12, MaxBatch: 1,
-		StatsInterval: -1, DrainQuiet: 10 * time.Millisecond}, &h)
+	b.Cleanup(func() { devs.Close() })
+	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: topic, Slots: 1 << 12, MaxBatch: maxBatch,
+		StatsInterval: -1, DrainQuiet: 10 * time.Millisecond}, h)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer sub.Close()
-	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "bench-poll", Idle: rdma.Yield{}})
+	b.Cleanup(func() { sub.Close() })
+	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: topic, Idle: rdma.Yield{}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer pub.Close()
+	b.Cleanup(func() { pub.Close() })
 	if err := pub.WaitSubscribers(ctx, 1); err != nil {
 		b.Fatal(err)
 	}
+	return sub, pub
+}
+
+func BenchmarkPoll(b *testing.B) {
+	var h counting
+	sub, pub := benchPair(b, "bench-poll", 1, &h)
 	payload := make([]byte, tick.Size)
 	b.Run("tick", func(b *testing.B) {
 		b.ReportAllocs()
