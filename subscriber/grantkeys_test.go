@@ -45,8 +45,13 @@ func TestPubSub_GrantOnlyDevices_EveryPeerUsesItsOwnConnectionsRKey(t *testing.T
 	c, devC := open("gk-claim", a.ClientURL())
 
 	var got collect
+	// GapTimeout 2 s, not 100 ms: the second publisher claims over tcp and
+	// then writes; on a loaded CI host (-race, every package at once) a
+	// claimant descheduled for over 100 ms between the two had its tick
+	// named a gap (ring.Config.GapTimeout says to keep it above that), and
+	// what this test checks is rkeys, not the gap timeout.
 	sub, err := subscriber.New(ctx, b, devB, subscriber.Config{Topic: "gk", Provider: rdma.ProviderTCP, Mode: ring.Reliable,
-		Slots: 64, Idle: rdma.Yield{}, StatsInterval: -1}, &got)
+		Slots: 64, Idle: rdma.Yield{}, StatsInterval: -1, GapTimeout: 2 * time.Second}, &got)
 	require.NoError(t, err)
 	t.Cleanup(func() { sub.Close() })
 	home, err := publisher.New(ctx, a, devA, publisher.Config{Topic: "gk", Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, Timeout: 10 * time.Second})
