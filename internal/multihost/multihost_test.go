@@ -551,11 +551,19 @@ func TestMultiHost_NATSServerDies_DataPlaneGoesOn(t *testing.T) {
 	defer cancel()
 	n, servers := cluster(t, ctx)
 	role := roles(t, v, n, servers, ticks)
-	subB := role(1, "host-b", roleSub)
-	subC := role(2, "host-c", roleSub)
+	// Every node's heartbeat timeout is 10 s, not the default 2 s: until B
+	// has reconnected to another server its heartbeats stop, and once A
+	// hears none for the timeout it drops B's queue pair (a peer it cannot
+	// hear is gone). In one CI run (load from every package at once) B's
+	// reconnect took about 3 s and A dropped it 175 ticks before the end.
+	// What this test checks is that ticks do not need NATS while B
+	// reconnects, not how fast a loaded host reconnects.
+	const hb = "10s"
+	subB := role(1, "host-b", roleSub, "-hb", hb)
+	subC := role(2, "host-c", roleSub, "-hb", hb)
 	subB.expect(t, "READY", 30*time.Second)
 	subC.expect(t, "READY", 30*time.Second)
-	pub := role(0, "host-a", rolePub, "-subs", "2", "-rate", strconv.Itoa(rate))
+	pub := role(0, "host-a", rolePub, "-subs", "2", "-rate", strconv.Itoa(rate), "-hb", hb)
 	pub.expect(t, "PUBLISHING", 60*time.Second)
 	time.Sleep(time.Second)
 	v.at("killing host B's nats-server")
