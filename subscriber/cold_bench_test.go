@@ -6,6 +6,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/tickbus/tickbus/subscriber"
 	"github.com/tickbus/tickbus/tick"
 )
 
@@ -21,7 +22,7 @@ var coldSink byte
 // runs, 2231 -> 2174 ns), within the noise, so they stay as they are.
 func BenchmarkPoll_Cold(b *testing.B) {
 	var h counting
-	sub, pub := benchPair(b, "bench-cold", 256, &h)
+	pub, sub := benchRigWith(b, "bench-cold", &h, func(c *subscriber.Config) { c.Slots, c.MaxBatch = 1<<12, 256 })
 	payload := make([]byte, tick.Size)
 	// The first tick waits for the ring to have joined the publisher.
 	if _, err := pub.Publish(tick.MessageType, payload, time.Now().UnixNano()); err != nil {

@@ -1,16 +1,11 @@
 package subscriber_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tickbus/tickbus/bus"
-	"github.com/tickbus/tickbus/link"
-	"github.com/tickbus/tickbus/publisher"
-	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/subscriber"
 	"github.com/tickbus/tickbus/tick"
 )
@@ -29,40 +24,9 @@ func cpuNow() time.Duration {
 // (what an idle poll loop repeats between ticks: "empty"). In-process,
 // cache-hot, one goroutine: the CPU the subscriber adds per tick, not a
 // cross-core latency (tickbus bench measures that).
-// benchPair is a subscriber on topic and the lone publisher of it, on an
-// embedded bus in this process, the publisher connected to the ring; both
-// close when b ends.
-func benchPair(b *testing.B, topic string, maxBatch int, h subscriber.Handler) (*subscriber.Subscriber, *publisher.Publisher) {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	node, err := bus.Open(ctx, bus.Config{NodeID: topic})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { node.Close() })
-	devs := link.NewDevices(link.DevicesConfig{HostID: node.HostID()})
-	b.Cleanup(func() { devs.Close() })
-	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: topic, Slots: 1 << 12, MaxBatch: maxBatch,
-		StatsInterval: -1, DrainQuiet: 10 * time.Millisecond}, h)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { sub.Close() })
-	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: topic, Idle: rdma.Yield{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { pub.Close() })
-	if err := pub.WaitSubscribers(ctx, 1); err != nil {
-		b.Fatal(err)
-	}
-	return sub, pub
-}
-
 func BenchmarkPoll(b *testing.B) {
 	var h counting
-	sub, pub := benchPair(b, "bench-poll", 1, &h)
+	pub, sub := benchRigWith(b, "bench-poll", &h, func(c *subscriber.Config) { c.Slots, c.MaxBatch = 1<<12, 1 })
 	payload := make([]byte, tick.Size)
 	b.Run("tick", func(b *testing.B) {
 		b.ReportAllocs()
