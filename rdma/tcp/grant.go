@@ -82,8 +82,14 @@ func (q *QP) allowed(rkey uint32, need rdma.Access, addr, n uint64) bool {
 
 // refuse answers a request that failed the remote access checks with a NAK
 // and ends the connection: serve moves the QP to ERR (logged once, by
-// fail) and counts it.
+// fail). A remote access error is counted here, before the NAK leaves:
+// once the peer has it, its QP and then this one (through the connection
+// the peer closes) can reach ERR before serve runs again, and whoever saw
+// both in ERR must find it counted.
 func (s *responder) refuse(r *request, st rdma.Status) error {
+	if st == rdma.StatusRemoteAccess {
+		s.q.dev.accessErrors.Add(1)
+	}
 	if err := s.nak(r.seq, st); err != nil {
 		return err
 	}

@@ -98,8 +98,7 @@ func (q *QP) serve(c *rawConn) {
 		}
 	}
 	switch {
-	case errors.Is(err, ErrRemoteAccess):
-		q.dev.accessErrors.Add(1)
+	case errors.Is(err, ErrRemoteAccess): // counted by refuse
 		q.endRefused(c, br, err)
 	case errors.Is(err, ErrFrame):
 		q.log.Warn().Err(err).Str("peer", c.remoteAddr()).Msg("garbage on data connection; closing it")
