@@ -92,6 +92,10 @@ type Reader struct {
 	gapSeen    uint64
 	gapHorizon uint64
 	gapFires   uint64 // gap timeouts that fired (polling goroutine; tests)
+	// claimed: every sequence below it was claimed (SetClaimed, any
+	// goroutine): a gap check that finds nothing later in the ring waits
+	// for up to it (claimed.go).
+	claimed atomic.Uint64
 }
 
 // readerStats: the polling goroutine Adds (uncontended, once per batch or
@@ -566,6 +570,9 @@ func (r *Reader) idleCheck(h Handler) int {
 			if c, ok := r.journal.counter(r, r.gapTimeout/4); ok && c > r.next && c < FenceAdd && (r.bound.Load() == 0 || c <= r.bound.Load()) {
 				limit = c
 			}
+		}
+		if limit == 0 {
+			limit = r.claimedLimit()
 		}
 		if limit == 0 {
 			r.gapSince = 0

@@ -1,0 +1,38 @@
+package ring
+
+// SetClaimed tells the reader that every sequence below c was claimed:
+// the topic's counter, as its owner learnt it from the home (a READ or a
+// question over the control plane) or from the record a closing home left.
+// A tail the reader never got (a publisher stopped writing to this ring,
+// and nobody writes after it) leaves nothing later in the ring for the gap
+// check to find; with c above the reader's position the gap check waits
+// for next..c-1 as for any hole, and names what has not come within the
+// gap timeout with one EventGap (after what the journal recovers). Late
+// ticks of that range are never delivered once it is named, so nothing is
+// counted twice. Only ever raises the bound; a c at or above FenceAdd, or
+// above the newest reservation the reader knows, is ignored, as the
+// journal's counter READ is. Safe from any goroutine.
+func (r *Reader) SetClaimed(c uint64) {
+	for {
+		old := r.claimed.Load()
+		if c <= old || r.claimed.CompareAndSwap(old, c) { // pairs with the Load in claimedLimit
+			return
+		}
+	}
+}
+
+// Claimed is the bound SetClaimed gave (0: none).
+func (r *Reader) Claimed() uint64 { return r.claimed.Load() }
+
+// claimedLimit is the gap check's end when nothing later is in the ring:
+// the claimed bound, if it is ahead of the reader and believable; else 0.
+func (r *Reader) claimedLimit() uint64 {
+	c := r.claimed.Load() // pairs with the CAS in SetClaimed
+	if c <= r.next || c >= FenceAdd {
+		return 0
+	}
+	if b := r.bound.Load(); b > 1 && c > b {
+		return 0
+	}
+	return c
+}

@@ -1,0 +1,73 @@
+package ring
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A tail the ring never got (its writers stopped writing to it while the
+// topic went on: 4..6 were published by a writer that does not have this
+// ring) leaves nothing later for the gap check: no event, however long the
+// reader waits. Told the topic's counter (SetClaimed), the reader names
+// the tail with one gap once the gap timeout passed, and goes on from
+// there; a bound it is past, or a fenced one, changes nothing.
+func TestReader_SetClaimed_NamesATailNothingFollows(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	other := tp.addWriter(WriterConfig{PublisherID: 77})
+	r := tp.addRing(RingConfig{Slots: 64, GapTimeout: 20 * time.Millisecond}, tp.w).Reader()
+	for i := 1; i <= 3; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	for i := 4; i <= 6; i++ {
+		_, err := other.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, r, &c, func() bool { return len(c.ticks) == 3 })
+	end := time.Now().Add(200 * time.Millisecond) // ten gap timeouts
+	for time.Now().Before(end) {
+		r.Poll(&c)
+	}
+	require.Empty(t, c.events, "a tail nothing follows was named without the counter")
+
+	r.SetClaimed(FenceAdd + 9) // a fenced counter says nothing
+	r.SetClaimed(2)            // behind the reader
+	end = time.Now().Add(200 * time.Millisecond)
+	for time.Now().Before(end) {
+		r.Poll(&c)
+	}
+	require.Empty(t, c.events, "a fenced or passed bound named something")
+
+	tp2 := newTopo(t, HomeConfig{}, WriterConfig{})
+	other2 := tp2.addWriter(WriterConfig{PublisherID: 78})
+	rd := tp2.addRing(RingConfig{Slots: 64, GapTimeout: 20 * time.Millisecond}, tp2.w).Reader()
+	for i := 1; i <= 3; i++ {
+		_, err := tp2.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	for i := 4; i <= 6; i++ {
+		_, err := other2.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	var c2 collector
+	pollUntil(t, rd, &c2, func() bool { return len(c2.ticks) == 3 })
+	rd.SetClaimed(7) // the home's counter: 1..6 were claimed
+	assert.Equal(t, uint64(7), rd.Claimed())
+	pollUntil(t, rd, &c2, func() bool { return len(c2.events) == 1 })
+	assert.Equal(t, []Event{{Kind: EventGap, From: 4, To: 6}}, c2.events)
+	assert.Equal(t, uint64(7), rd.Next())
+	st := rd.Stats()
+	assert.Equal(t, uint64(3), st.Gap)
+	assert.Equal(t, st.Next-1, st.Delivered+st.Gap, "every sequence passed is delivered or named")
+
+	// the stream goes on after the tail
+	_, err := tp2.w.Publish(0, payloadFor(7, 8), 0)
+	require.NoError(t, err)
+	pollUntil(t, rd, &c2, func() bool { return len(c2.ticks) == 4 })
+	assert.Equal(t, uint64(7), c2.ticks[3].Seq)
+	assert.Len(t, c2.events, 1)
+}
