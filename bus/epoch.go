@@ -28,6 +28,12 @@ type homeRecord struct {
 	Start     uint64   `json:"start"`    // first sequence of the epoch
 	Reserved  uint64   `json:"reserved"` // no sequence >= Reserved is handed out in this epoch
 	Desc      []byte   `json:"desc,omitempty"`
+	// End, if not 0, is the counter a home that closed cleanly left (the
+	// next sequence it would have handed out): the epoch handed out
+	// Start..End-1 and nothing more. Subscribers that stopped short of it
+	// name the rest as lost (a publisher stopped writing to them). Written
+	// once, by the closing home, before it deletes its lease.
+	End uint64 `json:"end,omitempty"`
 }
 
 const recordVersion = 1
@@ -114,6 +120,8 @@ func decodeRecord(b []byte) (homeRecord, error) {
 		return homeRecord{}, fmt.Errorf("%w: home record with %d providers", ErrMalformed, len(r.Providers))
 	case r.Start == 0 || r.Reserved < r.Start || r.Reserved == ^uint64(0):
 		return homeRecord{}, fmt.Errorf("%w: home record start %d reserved %d", ErrMalformed, r.Start, r.Reserved)
+	case r.End != 0 && (r.End < r.Start || r.End > r.Reserved):
+		return homeRecord{}, fmt.Errorf("%w: home record end %d outside start %d..reserved %d", ErrMalformed, r.End, r.Start, r.Reserved)
 	case len(r.Desc) > maxBlob:
 		return homeRecord{}, fmt.Errorf("%w: home record descriptor of %d bytes", ErrMalformed, len(r.Desc))
 	}
@@ -133,7 +141,7 @@ func (r homeRecord) info(topic string, self PeerInfo) HomeInfo {
 		node = self
 	}
 	return HomeInfo{Topic: topic, Node: node, Descriptor: r.Desc, Local: local,
-		Epoch: r.Epoch, Start: r.Start, Reserved: r.Reserved}
+		Epoch: r.Epoch, Start: r.Start, Reserved: r.Reserved, End: r.End}
 }
 
 // kvKey is topic's key in the home buckets. A topic token may hold ':',

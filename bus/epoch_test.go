@@ -23,6 +23,16 @@ func TestHomeRecord_RoundTripAndRejects(t *testing.T) {
 	}
 	want := sampleRecord()
 	want.Version = recordVersion
+	if r.End != 0 || r.info("t", PeerInfo{}).End != 0 {
+		t.Fatalf("a record without an end decoded with end %d", r.End)
+	}
+	ended := sampleRecord()
+	ended.End = ended.Start + 3
+	if b, err := marshalRecord(ended); err != nil {
+		t.Fatal(err)
+	} else if r, err := decodeRecord(b); err != nil || r.End != ended.End || r.info("t", PeerInfo{}).End != ended.End {
+		t.Fatalf("end: got %+v, %v; want end %d", r, err, ended.End)
+	}
 	if r.Epoch != want.Epoch || r.Node != want.Node || r.Start != want.Start || r.Reserved != want.Reserved || !bytes.Equal(r.Desc, want.Desc) {
 		t.Fatalf("round trip: got %+v want %+v", r, want)
 	}
@@ -34,6 +44,8 @@ func TestHomeRecord_RoundTripAndRejects(t *testing.T) {
 		"start 0":        `{"v":1,"epoch":1,"node":"n","start":0,"reserved":2}`,
 		"reserved<start": `{"v":1,"epoch":1,"node":"n","start":5,"reserved":2}`,
 		"provider":       `{"v":1,"epoch":1,"node":"n","start":1,"reserved":2,"prov":["x"]}`,
+		"end<start":      `{"v":1,"epoch":1,"node":"n","start":5,"reserved":9,"end":4}`,
+		"end>reserved":   `{"v":1,"epoch":1,"node":"n","start":5,"reserved":9,"end":10}`,
 	} {
 		if _, err := decodeRecord([]byte(bad)); err == nil {
 			t.Errorf("%s: decoded %q", name, bad)
@@ -49,6 +61,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(b)
 	f.Add([]byte(`{"v":1,"epoch":1,"node":"n","start":1,"reserved":1}`))
 	f.Add([]byte(`{"v":1,"epoch":18446744073709551615,"node":"n","start":1,"reserved":18446744073709551614,"desc":"AAAA"}`))
+	f.Add([]byte(`{"v":1,"epoch":3,"node":"n","start":10,"reserved":20,"end":15}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -56,7 +69,8 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r.Epoch == 0 || r.Start == 0 || r.Reserved < r.Start || len(r.Desc) > maxBlob || checkToken("node", r.Node) != nil {
+		if r.Epoch == 0 || r.Start == 0 || r.Reserved < r.Start || len(r.Desc) > maxBlob || checkToken("node", r.Node) != nil ||
+			r.End != 0 && (r.End < r.Start || r.End > r.Reserved) {
 			t.Fatalf("accepted a bad record: %+v", r)
 		}
 	})
@@ -94,7 +108,8 @@ func FuzzOpenRecord(f *testing.F) {
 		if _, _, err := openEnvelope(recordSubject("tickbus_seqs", "T"), b); err != nil || key == "" {
 			t.Fatalf("opened a record whose envelope does not verify: %v", err)
 		}
-		if r.Epoch == 0 || r.Start == 0 || r.Reserved < r.Start || len(r.Desc) > maxBlob || checkToken("node", r.Node) != nil {
+		if r.Epoch == 0 || r.Start == 0 || r.Reserved < r.Start || len(r.Desc) > maxBlob || checkToken("node", r.Node) != nil ||
+			r.End != 0 && (r.End < r.Start || r.End > r.Reserved) {
 			t.Fatalf("accepted a bad record: %+v", r)
 		}
 	})

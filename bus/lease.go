@@ -235,7 +235,7 @@ func (n *Node) newRecord(topic string, rec homeRecord) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	old, ok := n.records[topic]
-	if ok && (rec.Epoch < old.Epoch || rec.Epoch == old.Epoch && rec.Reserved <= old.Reserved && len(rec.Desc) <= len(old.Desc)) {
+	if ok && (rec.Epoch < old.Epoch || rec.Epoch == old.Epoch && rec.Reserved <= old.Reserved && len(rec.Desc) <= len(old.Desc) && rec.End <= old.End) {
 		return
 	}
 	n.records[topic] = rec
@@ -371,6 +371,7 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 			estop()
 			<-edone
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+			n.writeEnd(ctx, topic, s, seqs)
 			if err := leases.Delete(ctx, kvKey(topic), jetstream.LastRevision(s.leaseRev)); err != nil {
 				n.log.Debug().Err(err).Str("topic", topic).Msg("bus: delete lease")
 			}
@@ -405,6 +406,37 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 			}
 		}
 	}
+}
+
+// writeEnd records, before a closing home deletes its lease, the counter
+// it ended at (PublishSpec.EndCounter) in its record: a compare-and-set on
+// the record's last revision, so a successor's record is never touched.
+// Subscribers learn from it which sequences were handed out, and name
+// those they never received (a publisher that had stopped writing to them)
+// instead of ending in silence. Best effort: without NATS, or when the
+// counter is unknown, the record stays as it was.
+func (n *Node) writeEnd(ctx context.Context, topic string, s *homeSlot, seqs jetstream.KeyValue) {
+	f := s.owner.spec.EndCounter
+	if f == nil || !n.connected.Load() {
+		return
+	}
+	c := f()
+	n.mu.Lock()
+	rec, rev := s.rec, s.rev
+	n.mu.Unlock()
+	if c == 0 || c < rec.Start || c > rec.Reserved || rec.End != 0 {
+		return
+	}
+	rec.End = c
+	b, err := n.encodeRecord(topic, rec)
+	if err == nil {
+		_, err = seqs.Update(ctx, kvKey(topic), b, rev)
+	}
+	if err != nil {
+		n.log.Info().Err(err).Str("topic", topic).Uint64("end", c).Msg("bus: could not write where the closing home's epoch ended")
+		return
+	}
+	n.log.Info().Str("topic", topic).Uint64("epoch", rec.Epoch).Uint64("end", c).Msg("bus: the closing home's epoch ended here")
 }
 
 // extendReservation extends the reservation of a home held here when its

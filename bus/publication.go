@@ -31,6 +31,11 @@ type PublishSpec struct {
 	// counter reaches it. Without it the home never extends its first
 	// reservation (Config.ReserveChunk sequences).
 	HomeCounter func() uint64
+	// EndCounter, with NewHome, is the counter the home ended at when the
+	// publication closes (after the home stopped granting claims), or 0 if
+	// unknown: the bus writes it into the home record (HomeInfo.End), so
+	// subscribers can name the sequences they never received. Optional.
+	EndCounter func() uint64
 	// AcceptHome serves connects to the home (TargetHome) while this
 	// publication is the home. Required with NewHome.
 	AcceptHome AcceptFunc

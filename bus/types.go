@@ -76,6 +76,10 @@ type HomeInfo struct {
 	// at or above Reserved is handed out in this epoch, and the next epoch
 	// starts at the last Reserved its predecessor wrote.
 	Start, Reserved uint64
+	// End, if not 0, is where the epoch ended: its home closed cleanly
+	// with its counter here, so Start..End-1 were handed out and nothing
+	// at or above End was (see PublishSpec.EndCounter).
+	End uint64
 }
 
 // TargetKind says what a connect request wants to reach on its node.
