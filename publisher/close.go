@@ -27,9 +27,18 @@ func (p *Publisher) Close() error {
 			}
 		}
 		p.mu.Lock()
-		desc := p.homeDesc
+		desc, h := p.homeDesc, p.home
 		p.mu.Unlock()
-		p.fenceHome(desc) // claims still racing to our counter are refused, not lost
+		if h != nil {
+			h.Share() // a solo writer's unused run goes back: the counter the fence returns is exact
+		}
+		// claims still racing to our counter are refused, not lost; the
+		// counter it ended at goes into the home record (the bus writes it
+		// when p.pub closes), so a subscriber this publisher had stopped
+		// writing to names what it never got
+		if c, ok := p.fenceHome(desc); ok && c < ring.FenceAdd {
+			p.end.Store(c)
+		}
 		errs = append(errs, p.pub.Close())
 		p.mu.Lock()
 		targets := p.targets

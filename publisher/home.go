@@ -62,20 +62,22 @@ func (p *Publisher) newHome(ctx context.Context, topic string, start uint64) ([]
 // fenceHome stops our home (if desc is it) from granting claims: every
 // later claim, remote ones included, is refused by its writer's limit
 // check. Called when the lease is lost, before it can expire, and at Close.
-func (p *Publisher) fenceHome(desc []byte) {
+// It returns the counter's value before the fence, and whether it fenced.
+func (p *Publisher) fenceHome(desc []byte) (uint64, bool) {
 	p.mu.Lock()
 	h, fence, fd := p.home, p.fence, p.fenceDesc
 	mine := h != nil && fence.qp != nil && sameHome(desc, p.homeDesc)
 	p.mu.Unlock()
 	if !mine {
-		return
+		return 0, false
 	}
 	before, err := ring.FenceCounter(p.dev, fence.qp, fence.cq, fd, time.Second)
 	if err != nil {
 		p.log.Warn().Err(err).Msg("publisher: could not fence the home's counter; claimants stop at its reservation")
-		return
+		return 0, false
 	}
 	p.log.Info().Uint64("counter", before).Msg("publisher: fenced the home's counter")
+	return before, true
 }
 
 // homeClaimer is the ConnectRequest.ID of a publisher's connect to the

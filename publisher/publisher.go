@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -58,6 +59,13 @@ type Publisher struct {
 	// counter word, atomics only (its rkey a memory window's on verbs).
 	fenceDesc ring.HomeDesc
 	dropped   map[uint64]bool
+	// end is the counter our home ended at, fenced by Close (0: not
+	// fenced, or not home): the bus writes it into the home record
+	// (bus.PublishSpec.EndCounter).
+	end atomic.Uint64
+	// unheardDrops counts subscribers dropped after their node went
+	// unheard on NATS (holdUnheard).
+	unheardDrops atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -100,6 +108,7 @@ func New(ctx context.Context, node Node, devs *link.Devices, cfg Config) (*Publi
 		Topic: cfg.Topic, ID: cfg.ID, Data: data[:], // subscribers learn the id stamped on our ticks
 		NewHome:            p.newHome,
 		HomeCounter:        p.homeCounter,
+		EndCounter:         p.end.Load,
 		AcceptHome:         p.acceptHome,
 		Accept:             p.acceptCredit,
 		OnHome:             p.onHome,
