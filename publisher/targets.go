@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/link"
+	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
 )
 
@@ -19,6 +21,9 @@ type target struct {
 	// credit is the CreditDesc of the ring's credit cell at the writer
 	// (reliable rings), for the subscriber's connect (acceptCredit).
 	credit []byte
+	// unheard (guarded by p.mu) is when the bus lost the subscriber's node
+	// (ErrPeerLost) while this queue pair was up; zero while it is heard.
+	unheard time.Time
 }
 
 // onTargetDropped runs on the publishing goroutine when a subscriber's QP
@@ -77,6 +82,9 @@ func (p *Publisher) reconnect(t *target) {
 }
 
 // onSubscriber connects to a subscriber's ring and adds it to the writer.
+// A subscriber held while its node was unheard (holdUnheard) and heard
+// again, the same incarnation with the same ring, keeps its queue pair:
+// no new connection, and the writes never stopped.
 func (p *Publisher) onSubscriber(s bus.SubscriberInfo) {
 	p.mu.Lock()
 	if p.closed {
@@ -86,6 +94,14 @@ func (p *Publisher) onSubscriber(s bus.SubscriberInfo) {
 	if !p.ready {
 		p.pending = append(p.pending, s)
 		p.mu.Unlock()
+		return
+	}
+	if t := p.targets[s.Key()]; t != nil && !t.unheard.IsZero() && sameSubscriber(t.info, s) && p.live(t) {
+		away := time.Since(t.unheard)
+		t.unheard = time.Time{}
+		p.mu.Unlock()
+		p.log.Info().Str("subscriber", s.Key()).Dur("unheard", away).Uint64("target", t.id).
+			Msg("publisher: subscriber's node heard again; its queue pair never stopped")
 		return
 	}
 	p.nextID++
@@ -173,10 +189,26 @@ func (p *Publisher) addTarget(id uint64, s bus.SubscriberInfo) error {
 	return nil
 }
 
-// onSubscriberGone removes a subscriber that withdrew, left or timed out.
+// onSubscriberGone removes a subscriber that withdrew, left or restarted.
+// One whose node timed out (bus.ErrPeerLost) while its queue pair is up is
+// held instead (holdUnheard): the bus cannot hear the node, but the data
+// plane can still reach it.
 func (p *Publisher) onSubscriberGone(s bus.SubscriberInfo, reason error) {
 	p.mu.Lock()
 	t := p.targets[s.Key()]
+	if t != nil && errors.Is(reason, bus.ErrPeerLost) && p.cfg.UnheardHold > 0 && !p.closed && sameSubscriber(t.info, s) && p.live(t) {
+		first := t.unheard.IsZero()
+		if first {
+			t.unheard = time.Now()
+		}
+		p.mu.Unlock()
+		if first {
+			p.log.Warn().Str("subscriber", s.Key()).Err(reason).Uint64("target", t.id).Dur("hold", p.cfg.UnheardHold).
+				Msg("publisher: subscriber's node unheard on NATS, but its queue pair is up; still writing to it until the queue pair fails or the hold ends")
+			go p.holdUnheard(t)
+		}
+		return
+	}
 	delete(p.targets, s.Key())
 	p.mu.Unlock()
 	if t == nil {
@@ -188,6 +220,71 @@ func (p *Publisher) onSubscriberGone(s bus.SubscriberInfo, reason error) {
 	_ = t.conn.close()
 	p.log.Info().Str("subscriber", s.Key()).Err(reason).Msg("publisher: subscriber gone; dropped its queue pair")
 }
+
+// live reports whether t's queue pair is up: not dropped by the writer,
+// and in RTS (the provider's own liveness: a tcp connection that reset or
+// stopped answering, an shm peer whose process is gone, a verbs QP in ERR).
+// Called with p.mu.
+func (p *Publisher) live(t *target) bool {
+	return !p.dropped[t.id] && t.conn.qp.State() == rdma.QPReadyToSend
+}
+
+// sameSubscriber: a and b are one subscriber's announcement, of one
+// incarnation of its node, with the same ring.
+func sameSubscriber(a, b bus.SubscriberInfo) bool {
+	return a.Key() == b.Key() && a.Node.Incarnation == b.Node.Incarnation && a.Mode == b.Mode && bytes.Equal(a.Ring, b.Ring)
+}
+
+// unheardCheck is how often holdUnheard looks at a held queue pair.
+const unheardCheck = 50 * time.Millisecond
+
+// holdUnheard keeps writing to a subscriber whose node the bus lost
+// (ErrPeerLost) for as long as its queue pair is up, until its node is
+// heard again (onSubscriber clears t.unheard), or Config.UnheardHold
+// passes; then it drops it as onSubscriberGone would have, once, logged.
+// A dead host is dropped as promptly as before: its queue pair fails
+// (the writer drops it on an error or unanswered completion while it
+// publishes; tcp's watchdog and keepalive, shm's peer socket, a verbs
+// QP's ERR otherwise) and this sees it within unheardCheck.
+func (p *Publisher) holdUnheard(t *target) {
+	tk := time.NewTicker(unheardCheck)
+	defer tk.Stop()
+	for range tk.C {
+		p.mu.Lock()
+		key := t.info.Key()
+		if p.closed || p.targets[key] != t || t.unheard.IsZero() {
+			p.mu.Unlock()
+			return // closed, replaced, or heard again
+		}
+		var why string
+		switch {
+		case !p.live(t):
+			why = "its queue pair failed"
+		case time.Since(t.unheard) >= p.cfg.UnheardHold:
+			why = "unheard for the whole hold (Config.UnheardHold)"
+		default:
+			p.mu.Unlock()
+			continue
+		}
+		away := time.Since(t.unheard)
+		delete(p.targets, key)
+		p.mu.Unlock()
+		p.unheardDrops.Add(1)
+		if err := p.writer().RemoveTarget(t.id); err != nil && !errors.Is(err, ring.ErrNoTarget) {
+			p.log.Warn().Err(err).Uint64("target", t.id).Msg("publisher: remove target")
+		}
+		_ = t.conn.close()
+		p.log.Warn().Str("subscriber", key).Dur("unheard", away).Uint64("target", t.id).
+			Msg("publisher: dropped a subscriber whose node is unheard on NATS: " + why)
+		return
+	}
+}
+
+// UnheardDrops is how many subscribers this publisher dropped after their
+// node went unheard on NATS (their queue pair failed meanwhile, or
+// Config.UnheardHold passed). Writer drops (Stats().Dropped) count the
+// queue-pair failures too.
+func (p *Publisher) UnheardDrops() uint64 { return p.unheardDrops.Load() }
 
 // Subscribers is how many subscriber rings the writer writes into now.
 func (p *Publisher) Subscribers() int {
