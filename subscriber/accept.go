@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tickbus/tickbus/bus"
@@ -77,6 +78,13 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 // publisherUp notes a publisher: until it delivers a tick (or JoinGrace
 // after it connected) the ring is joining it.
 func (s *Subscriber) publisherUp(p bus.PublisherInfo) {
+	s.mu.Lock()
+	held := s.unheard[p.Key()]
+	delete(s.unheard, p.Key()) // heard again: its queue pairs, if held, stay (holdUnheard returns)
+	s.mu.Unlock()
+	if held {
+		s.log.Info().Str("publisher", p.Key()).Msg("subscriber: publisher's node heard again; its queue pairs never stopped")
+	}
 	if len(p.Data) == 4 {
 		s.h.publisherUp(binary.LittleEndian.Uint32(p.Data), s.cfg.JoinGrace)
 	}
@@ -155,15 +163,107 @@ func (s *Subscriber) attachCredit(from bus.PeerInfo, pubID string) {
 	s.log.Info().Str("publisher", key).Msg("subscriber: credit cell attached")
 }
 
-// publisherGone closes the queue pairs of a publisher that left.
+// publisherGone closes the queue pairs of a publisher that left. One
+// whose node the bus lost by heartbeat (bus.ErrPeerLost) while its queue
+// pairs are up keeps them (holdUnheard): a node away from NATS still
+// writes. One that went without withdrawing may have stopped writing to
+// the ring before its last ticks: the topic's counter is asked for, so
+// that what never comes is named (learnTail).
 func (s *Subscriber) publisherGone(p bus.PublisherInfo, reason error) {
+	key := p.Key()
 	s.mu.Lock()
-	cs := s.qps[p.Key()]
-	delete(s.qps, p.Key())
+	cs := s.qps[key]
+	if errors.Is(reason, bus.ErrPeerLost) && len(cs) > 0 && allUp(cs) && !s.closing {
+		first := !s.unheard[key]
+		s.unheard[key] = true
+		s.mu.Unlock()
+		if first {
+			s.log.Warn().Str("publisher", key).Err(reason).Dur("hold", unheardHold).
+				Msg("subscriber: publisher's node unheard on NATS, but its queue pairs are up; keeping them until they fail or the hold ends")
+			s.spawn(func() { s.holdUnheard(p) })
+		}
+		return
+	}
+	delete(s.qps, key)
+	delete(s.unheard, key)
 	s.mu.Unlock()
 	for _, c := range cs {
 		_ = c.qp.Close()
 		_ = c.cq.Close()
 	}
-	s.log.Info().Str("publisher", p.Key()).Err(reason).Msg("subscriber: publisher gone")
+	s.log.Info().Str("publisher", key).Err(reason).Msg("subscriber: publisher gone")
+	if !errors.Is(reason, bus.ErrWithdrawn) {
+		s.spawn(func() { s.learnTail(p) })
+	}
+}
+
+// unheardHold is how long the queue pairs of a publisher whose node the
+// bus lost (ErrPeerLost) are kept while they stay up; as
+// publisher.DefaultUnheardHold. A variable for tests.
+var unheardHold = 30 * time.Second
+
+// allUp reports whether every queue pair is in RTS (the provider's
+// liveness: tcp connection, shm peer, verbs QP state).
+func allUp(cs []conn) bool {
+	for _, c := range cs {
+		if c.qp.State() != rdma.QPReadyToSend {
+			return false
+		}
+	}
+	return true
+}
+
+// holdUnheard watches the queue pairs of a publisher whose node is
+// unheard: once its node is heard again and the publisher re-announced
+// (publisherUp clears the mark) it returns; when a queue pair fails or
+// unheardHold passes, the publisher is gone after all (publisherGone with
+// the reason). Spawned (s.wg).
+func (s *Subscriber) holdUnheard(p bus.PublisherInfo) {
+	defer s.wg.Done()
+	key := p.Key()
+	since := time.Now()
+	tk := time.NewTicker(50 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tk.C:
+		}
+		s.mu.Lock()
+		held, cs := s.unheard[key], s.qps[key]
+		s.mu.Unlock()
+		if !held {
+			return
+		}
+		var why error
+		switch {
+		case !allUp(cs):
+			why = fmt.Errorf("%w; its queue pair failed meanwhile", bus.ErrPeerLost)
+		case time.Since(since) >= unheardHold:
+			why = fmt.Errorf("%w; unheard for the whole hold (%v)", bus.ErrPeerLost, unheardHold)
+		default:
+			continue
+		}
+		s.mu.Lock()
+		delete(s.unheard, key)
+		s.mu.Unlock()
+		s.publisherGoneNow(p, why)
+		return
+	}
+}
+
+// publisherGoneNow is publisherGone without the hold.
+func (s *Subscriber) publisherGoneNow(p bus.PublisherInfo, reason error) {
+	key := p.Key()
+	s.mu.Lock()
+	cs := s.qps[key]
+	delete(s.qps, key)
+	s.mu.Unlock()
+	for _, c := range cs {
+		_ = c.qp.Close()
+		_ = c.cq.Close()
+	}
+	s.log.Warn().Str("publisher", key).Err(reason).Msg("subscriber: publisher gone")
+	s.spawn(func() { s.learnTail(p) })
 }

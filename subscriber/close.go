@@ -14,6 +14,7 @@ import (
 func (s *Subscriber) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
+		s.learnTailAtClose() // before the withdrawal: every sequence below the counter was claimed while subscribed
 		errs = append(errs, s.sub.Close())
 		s.mu.Lock()
 		s.closing = true // a connect or home record served from now on starts nothing (spawn)
@@ -23,11 +24,13 @@ func (s *Subscriber) Close() error {
 		s.stop.Store(true)
 		s.running.Lock() // Run has returned
 		s.drain()
-		if n, from, to := s.reader.Undelivered(); n > 0 {
+		n, from, to := s.reader.Undelivered()
+		if n > 0 {
 			s.undelivered.Store(n)
 			s.log.Warn().Uint64("ticks", n).Uint64("from", from).Uint64("to", to).
 				Msg("subscriber: closed with ticks in the ring it could not deliver (a newer epoch's, before its home record came); counted as lost")
 		}
+		s.nameTail(from, n)
 		s.h.lat.record(s.rec) // before the last stats
 		close(s.stopStats)
 		<-s.statsDone

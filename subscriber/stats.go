@@ -43,13 +43,23 @@ type Counters struct {
 	// its drain: ticks written to this ring and never delivered (a newer
 	// epoch's, written before its home record arrived). Lost counts them.
 	Undelivered uint64
+	// Tail is what Close named lost past the last sequence the reader
+	// passed: claimed while this ring was subscribed (below the topic's
+	// counter, learnt from the home or the record it left) and never
+	// written into it, as a publisher that stopped writing to the ring
+	// (dropped it, crashed, was fenced) leaves it. The reader names such a
+	// tail itself while it runs (counted in Gaps); this is what was left
+	// at Close. One ring.EventGap tells the handler. See tail.go.
+	Tail uint64
 }
 
 // Lost is every sequence passed and not delivered that a publisher wrote
-// or claimed: gaps, overruns, skips, corrupt slots, and the ticks Close
-// left undelivered. Join and Epoch are counted apart: those sequences were
-// never this ring's to receive.
-func (c Counters) Lost() uint64 { return c.Gaps + c.Overruns + c.Skips + c.Corrupt + c.Undelivered }
+// or claimed: gaps, overruns, skips, corrupt slots, the ticks Close left
+// undelivered, and the tail Close named. Join and Epoch are counted
+// apart: those sequences were never this ring's to receive.
+func (c Counters) Lost() uint64 {
+	return c.Gaps + c.Overruns + c.Skips + c.Corrupt + c.Undelivered + c.Tail
+}
 
 // Counters returns the totals now; safe from any goroutine.
 func (s *Subscriber) Counters() Counters {
@@ -60,10 +70,10 @@ func (s *Subscriber) Counters() Counters {
 	lg, lo, je := s.h.lateGap.Load(), s.h.lateOverrun.Load(), s.h.joinEpoch.Load()
 	st := s.reader.Stats()
 	return Counters{Received: st.Delivered, Gaps: st.Gap - jg - lg, Overruns: st.Overrun - jo - lo, Skips: st.Skip,
-		Join: lg + lo, Epoch: st.Epoch - je, Credits: int(s.credits.Load()), JournalEpoch: s.journalAt.Load(),
+		Join: lg + lo + s.tailJoin.Load(), Epoch: st.Epoch - je, Credits: int(s.credits.Load()), JournalEpoch: s.journalAt.Load(),
 		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
 		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo + je + s.h.joinSkipped.Load(), StartedAt: s.h.startedAt.Load(),
-		Rate: math.Float64frombits(s.rate.Load()), Undelivered: s.undelivered.Load()}
+		Rate: math.Float64frombits(s.rate.Load()), Undelivered: s.undelivered.Load(), Tail: s.tail.Load()}
 }
 
 func (s *Subscriber) statsLoop() {
