@@ -1,0 +1,284 @@
+package subscriber_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/link"
+	"github.com/tickbus/tickbus/publisher"
+	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/subscriber"
+	"github.com/tickbus/tickbus/tick"
+)
+
+// natsLink is a TCP relay between one node and its NATS server: Cut closes
+// it (the node's connection drops and its reconnects are refused, as when
+// its server dies and it has no other), Restore listens again on the same
+// port. The node's data plane does not go through it.
+type natsLink struct {
+	t      *testing.T
+	addr   string // where the node dials
+	target string // the server
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns []net.Conn
+}
+
+func newNATSLink(t *testing.T, target string) *natsLink {
+	t.Helper()
+	l := &natsLink{t: t, target: target}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l.addr = ln.Addr().String()
+	l.serve(ln)
+	t.Cleanup(l.Cut)
+	return l
+}
+
+func (l *natsLink) serve(ln net.Listener) {
+	l.mu.Lock()
+	l.ln = ln
+	l.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", l.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			l.mu.Lock()
+			l.conns = append(l.conns, c, s)
+			l.mu.Unlock()
+			go func() { io.Copy(s, c); s.Close() }()
+			go func() { io.Copy(c, s); c.Close() }()
+		}
+	}()
+}
+
+// Cut closes the listener and every relayed connection. Idempotent.
+func (l *natsLink) Cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ln != nil {
+		l.ln.Close()
+		l.ln = nil
+	}
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
+}
+
+// Restore listens on the same address again.
+func (l *natsLink) Restore() {
+	var ln net.Listener
+	var err error
+	for i := 0; i < 100; i++ { // the port was ours a moment ago
+		if ln, err = net.Listen("tcp", l.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(l.t, err)
+	l.serve(ln)
+}
+
+// logText keeps a logger's lines (safe from any goroutine).
+type logText struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logText) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logText) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Contains(l.b.String(), s)
+}
+
+// awayRig is a publisher's node a (with the NATS server) and a
+// subscriber's node b that reaches it only through a natsLink, with short
+// heartbeats: cutting the link makes a lose b within half a second while
+// both processes, and the shm queue pair between them, stay up.
+type awayRig struct {
+	a, b     *bus.Node
+	link     *natsLink
+	devA     *link.Devices
+	devB     *link.Devices
+	c        collect
+	sub      *subscriber.Subscriber
+	runErr   chan error
+	feed     *publisher.Feed
+	sequence uint64
+}
+
+func newAwayRig(t *testing.T, ctx context.Context) *awayRig {
+	t.Helper()
+	hb := func(id string) bus.Config {
+		return bus.Config{NodeID: id, LeaseTTL: testLease, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 500 * time.Millisecond}
+	}
+	r := &awayRig{runErr: make(chan error, 1)}
+	var err error
+	r.a, err = bus.Open(ctx, hb("a"))
+	require.NoError(t, err)
+	t.Cleanup(func() { r.a.Close() })
+	u, err := url.Parse(r.a.ClientURL())
+	require.NoError(t, err)
+	r.link = newNATSLink(t, u.Host)
+	u.Host = r.link.addr
+	cb := hb("b")
+	cb.NATS = bus.NATSConfig{URLs: []string{u.String()}, ReconnectWait: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}
+	r.b, err = bus.Open(ctx, cb)
+	require.NoError(t, err)
+	t.Cleanup(func() { r.b.Close() })
+	r.devA, r.devB = link.NewDevices(link.DevicesConfig{HostID: r.a.HostID()}), link.NewDevices(link.DevicesConfig{HostID: r.b.HostID()})
+	t.Cleanup(func() { r.devA.Close(); r.devB.Close() })
+	r.sub, err = subscriber.New(ctx, r.b, r.devB, subscriber.Config{Topic: "away", Idle: rdma.Yield{}, StatsInterval: -1}, &r.c)
+	require.NoError(t, err)
+	go func() { r.runErr <- r.sub.Run(ctx) }()
+	r.feed, err = publisher.NewFeed(publisher.DefaultFeedConfig())
+	require.NoError(t, err)
+	return r
+}
+
+func (r *awayRig) publish(t *testing.T, pub *publisher.Publisher, n int) {
+	t.Helper()
+	var tk tick.Tick
+	for i := 0; i < n; i++ {
+		r.feed.Next(&tk, time.Now().UnixNano())
+		seq, err := pub.PublishTick(&tk)
+		require.NoError(t, err)
+		r.sequence++
+		require.Equal(t, r.sequence, seq)
+	}
+}
+
+// hears reports whether node n lists peer id.
+func hears(n *bus.Node, id string) bool {
+	return slices.ContainsFunc(n.Peers(), func(p bus.PeerInfo) bool { return p.ID == id })
+}
+
+// A subscriber's node away from NATS (its connection gone, its server
+// unreachable) for longer than the heartbeat timeout is lost to the
+// publisher's bus, but not to the data plane: the publisher keeps its
+// queue pair while it is up, so every tick published meanwhile arrives,
+// and when the node is heard again it is the same subscriber, no new
+// connection, nothing twice. The subscriber's lost count is published
+// minus delivered: zero. (Before, the publisher dropped the queue pair
+// when the heartbeats stopped, and the subscriber got nothing more and
+// counted nothing lost.)
+func TestPubSub_SubscriberNodeAwayFromNATS_GetsEveryTick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps a node away from NATS past the heartbeat timeout; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newAwayRig(t, ctx)
+	var logs logText
+	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, Logger: zerolog.New(&logs),
+		JournalSlots: -1}) // no journal: the ring's reader would recover from it what the publisher no longer wrote
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+
+	r.publish(t, pub, 300)
+	require.Eventually(t, func() bool { return r.c.count() == 300 }, 20*time.Second, 5*time.Millisecond)
+
+	r.link.Cut()
+	require.Eventually(t, func() bool { return !hears(r.a, "b") }, 20*time.Second, 10*time.Millisecond, "a still hears b")
+	require.False(t, r.b.Connected(), "b reconnected to NATS although its link is cut")
+	// the publisher has been told (kept it, or, as before, dropped it)
+	require.Eventually(t, func() bool {
+		return logs.has("subscriber's node unheard on NATS") || logs.has("subscriber gone; dropped its queue pair")
+	}, 20*time.Second, 5*time.Millisecond)
+	r.publish(t, pub, 300) // while b is unheard
+	require.Eventually(t, func() bool { return r.c.count() == 600 }, 20*time.Second, 5*time.Millisecond,
+		"the ticks published while b was away from NATS did not all arrive (%d of 600)", r.c.count())
+	assert.Equal(t, 1, pub.Subscribers(), "the publisher dropped the subscriber of a node only unheard")
+
+	r.link.Restore()
+	require.Eventually(t, func() bool { return r.b.Connected() && hears(r.a, "b") }, 20*time.Second, 10*time.Millisecond, "b not heard again")
+	r.publish(t, pub, 300)
+	require.Eventually(t, func() bool { return r.c.count() == 900 }, 20*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 1, pub.Subscribers())
+	assert.Zero(t, pub.Stats().Dropped, "a queue pair was dropped")
+	assert.Zero(t, pub.UnheardDrops())
+	assert.Equal(t, 1, r.sub.Publishers(), "the subscriber has more or fewer than the one publisher's queue pairs")
+
+	require.NoError(t, r.sub.Close())
+	require.NoError(t, <-r.runErr)
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	for i, s := range r.c.seqs {
+		require.Equal(t, uint64(i+1), s, "tick %d out of order or twice", i)
+	}
+	assert.Empty(t, r.c.events)
+	got := r.sub.Counters()
+	assert.Equal(t, uint64(900), got.Received)
+	assert.Zero(t, got.Recovered)
+	assert.Equal(t, r.sequence-got.Received, got.Lost(), "lost is published minus delivered")
+}
+
+// A publisher that drops the subscriber of a node it cannot hear
+// (UnheardHold < 0: at once, as every publisher did before) and goes on
+// publishing, then closes, leaves the subscriber short of the topic's
+// counter with nothing after the hole. The subscriber names the missing
+// range once its node is back on NATS (the closing home's record carries
+// the counter it ended at): lost is published minus delivered, told as
+// one gap event. (Before, it ended with lost 0 and no event.)
+func TestPubSub_DroppedSubscriber_NamesTheTailItNeverGot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps a node away from NATS past the heartbeat timeout; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newAwayRig(t, ctx)
+	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, UnheardHold: -1,
+		JournalSlots: -1}) // no journal: nothing to recover the tail from, nor a counter to READ
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+
+	r.publish(t, pub, 300)
+	require.Eventually(t, func() bool { return r.c.count() == 300 }, 20*time.Second, 5*time.Millisecond)
+	r.link.Cut()
+	require.Eventually(t, func() bool { return pub.Subscribers() == 0 }, 20*time.Second, 10*time.Millisecond, "the publisher kept the subscriber")
+	r.publish(t, pub, 200) // to nobody: b's ring was dropped
+	require.NoError(t, pub.Close())
+
+	r.link.Restore()
+	require.Eventually(t, func() bool { return r.sub.Counters().Next > r.sequence }, 20*time.Second, 10*time.Millisecond,
+		"the subscriber never passed the tail (at %d of %d)", r.sub.Counters().Next, r.sequence)
+	require.NoError(t, r.sub.Close())
+	require.NoError(t, <-r.runErr)
+	got := r.sub.Counters()
+	assert.Equal(t, uint64(300), got.Received)
+	assert.Equal(t, r.sequence-got.Received, got.Lost(), "lost is published minus delivered")
+	assert.Equal(t, uint64(200), got.Gaps)
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	assert.Equal(t, []ring.Event{{Kind: ring.EventGap, From: 301, To: 500}}, r.c.events)
+}
