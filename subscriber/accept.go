@@ -173,7 +173,7 @@ func (s *Subscriber) publisherGone(p bus.PublisherInfo, reason error) {
 	key := p.Key()
 	s.mu.Lock()
 	cs := s.qps[key]
-	if errors.Is(reason, bus.ErrPeerLost) && len(cs) > 0 && allUp(cs) && !s.closing {
+	if errors.Is(reason, bus.ErrPeerLost) && anyUp(cs) && !s.closing {
 		first := !s.unheard[key]
 		s.unheard[key] = true
 		s.mu.Unlock()
@@ -202,15 +202,16 @@ func (s *Subscriber) publisherGone(p bus.PublisherInfo, reason error) {
 // publisher.DefaultUnheardHold. A variable for tests.
 var unheardHold = 30 * time.Second
 
-// allUp reports whether every queue pair is in RTS (the provider's
-// liveness: tcp connection, shm peer, verbs QP state).
-func allUp(cs []conn) bool {
+// anyUp reports whether one of the queue pairs is in RTS (the provider's
+// liveness: tcp connection, shm peer, verbs QP state); an older one of a
+// reconnect may have failed long ago.
+func anyUp(cs []conn) bool {
 	for _, c := range cs {
-		if c.qp.State() != rdma.QPReadyToSend {
-			return false
+		if c.qp.State() == rdma.QPReadyToSend {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // holdUnheard watches the queue pairs of a publisher whose node is
@@ -238,7 +239,7 @@ func (s *Subscriber) holdUnheard(p bus.PublisherInfo) {
 		}
 		var why error
 		switch {
-		case !allUp(cs):
+		case !anyUp(cs):
 			why = fmt.Errorf("%w; its queue pair failed meanwhile", bus.ErrPeerLost)
 		case time.Since(since) >= unheardHold:
 			why = fmt.Errorf("%w; unheard for the whole hold (%v)", bus.ErrPeerLost, unheardHold)
