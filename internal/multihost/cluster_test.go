@@ -19,13 +19,19 @@ import (
 // away when the test ends, pass or fail.
 func cluster(t *testing.T, ctx context.Context) (*netns.Net, []*netns.NATSServer) {
 	t.Helper()
+	return clusterWith(t, ctx, netns.NATSOptions{})
+}
+
+// clusterWith is cluster with the servers' options.
+func clusterWith(t *testing.T, ctx context.Context, o netns.NATSOptions) (*netns.Net, []*netns.NATSServer) {
+	t.Helper()
 	if err := netns.Available(); err != nil {
 		t.Skipf("needs network namespaces to stand in for hosts: %v", err)
 	}
 	n, err := netns.New(ctx, netns.Config{Hosts: 3})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, n.Close()) })
-	servers, err := n.StartNATS(ctx)
+	servers, err := n.StartNATSWith(ctx, o)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		for _, s := range servers {

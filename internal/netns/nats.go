@@ -43,6 +43,7 @@ func natsServerMain(args []string) int {
 	name := fs.String("name", "", "server name")
 	routes := fs.String("routes", "", "comma-separated peer addresses")
 	js := fs.String("js", "", "JetStream store directory, kept (empty: a temporary one, removed on exit)")
+	noAdvertise := fs.Bool("noadvertise", false, "do not tell clients the cluster's other servers")
 	if err := fs.Parse(args); err != nil {
 		fmt.Printf("ERR %v\n", err)
 		return 2
@@ -64,7 +65,7 @@ func natsServerMain(args []string) int {
 	}
 	opts := &server.Options{
 		ServerName: *name, Host: *host, Port: NATSClientPort, NoSigs: true, NoLog: os.Getenv("NETNS_NATS_LOG") == "",
-		Cluster:   server.ClusterOpts{Name: "tickbus", Host: *host, Port: NATSClusterPort},
+		Cluster:   server.ClusterOpts{Name: "tickbus", Host: *host, Port: NATSClusterPort, NoAdvertise: *noAdvertise},
 		JetStream: true, StoreDir: dir,
 	}
 	for _, p := range peers {
@@ -139,6 +140,10 @@ type NATSOptions struct {
 	// removes it. Empty: each server uses a temporary directory it removes
 	// on exit.
 	JetStreamDir string
+	// NoAdvertise: clients are not told the cluster's other servers, so a
+	// node whose server dies stays away from NATS until it is back (a host
+	// cut off from the rest of the control plane).
+	NoAdvertise bool
 }
 
 // StartNATS starts a nats-server in each of hosts (every host if empty),
@@ -194,6 +199,9 @@ func (s *NATSServer) start(ctx context.Context) error {
 	args := []string{"-host", n.Hosts[i].Addr, "-name", n.Hosts[i].Name, "-routes", strings.Join(s.peers, ",")}
 	if s.opts.JetStreamDir != "" {
 		args = append(args, "-js", filepath.Join(s.opts.JetStreamDir, n.Hosts[i].Name))
+	}
+	if s.opts.NoAdvertise {
+		args = append(args, "-noadvertise")
 	}
 	base, err := child.Command(ctx, RoleNATSServer, args...)
 	if err != nil {
