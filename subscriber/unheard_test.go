@@ -282,3 +282,35 @@ func TestPubSub_DroppedSubscriber_NamesTheTailItNeverGot(t *testing.T) {
 	defer r.c.mu.Unlock()
 	assert.Equal(t, []ring.Event{{Kind: ring.EventGap, From: 301, To: 500}}, r.c.events)
 }
+
+// A held subscriber whose queue pair then fails (here its process closes
+// the subscriber while its node is still away from NATS, as a host that
+// dies closes every queue pair) is dropped at once, counted and logged:
+// the hold lasts only as long as the data plane does.
+func TestPubSub_UnheardSubscriberWhoseQueuePairFails_IsDropped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps a node away from NATS past the heartbeat timeout; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newAwayRig(t, ctx)
+	var logs logText
+	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, Logger: zerolog.New(&logs)})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	r.publish(t, pub, 100)
+	require.Eventually(t, func() bool { return r.c.count() == 100 }, 20*time.Second, 5*time.Millisecond)
+
+	r.link.Cut()
+	require.Eventually(t, func() bool { return logs.has("subscriber's node unheard on NATS") }, 20*time.Second, 5*time.Millisecond)
+	require.Equal(t, 1, pub.Subscribers())
+	require.NoError(t, r.sub.Close()) // its queue pairs close; its withdrawal cannot reach the bus
+	require.NoError(t, <-r.runErr)
+	require.Eventually(t, func() bool {
+		r.publish(t, pub, 1) // a failed queue pair is dropped, not an error
+		return pub.Subscribers() == 0
+	}, 20*time.Second, 5*time.Millisecond, "the publisher still writes to a subscriber whose queue pair failed")
+	assert.Equal(t, uint64(1), pub.UnheardDrops())
+	assert.True(t, logs.has("dropped a subscriber whose node is unheard on NATS"), "the drop was not logged")
+}
