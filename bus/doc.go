@@ -55,7 +55,11 @@
 // ageing pauses (nobody can hear anybody), and after a reconnect every peer
 // gets a fresh timeout. Nor does ageing count time this process did not
 // run, or time it was behind reading its discovery messages (what a peer
-// sent meanwhile may still wait unread): see heartbeatLoop.
+// sent meanwhile may still wait unread): see heartbeatLoop. A peer dropped
+// by heartbeat is one the control plane cannot hear, not necessarily a
+// dead one: the owners decide what that means for the data plane
+// (publisher and subscriber keep queue pairs that are still up; see
+// package publisher).
 //
 // # Wire format
 //
@@ -97,8 +101,10 @@
 // revision); a renewal that finds the lease taken, or none for 3/4 of the
 // TTL, loses the home before the lease can expire elsewhere. It extends its
 // reservation (ReserveChunk sequences) before its counter reaches it. A
-// closing home deletes its lease, so the others take over at once; a dead
-// one's lease expires. Every node watches both buckets: local publications
+// closing home first writes the counter it ended at into its record
+// (PublishSpec.EndCounter, HomeInfo.End: subscribers name what they never
+// got below it), then deletes its lease, so the others take over at once;
+// a dead one's lease expires. Every node watches both buckets: local publications
 // get OnHomeLost when the lease goes or a newer epoch appears, and OnHome
 // with every record; subscriptions get OnHome. A watcher is started again
 // after every reconnect, when it ends, and when a probe of its bucket's

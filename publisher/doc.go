@@ -14,6 +14,28 @@
 // device's atomics are atomic only among themselves (verbs without
 // global atomics) is never shared with another provider (ErrMixedProviders).
 //
+// Subscribers a node's bus cannot hear: the bus drops a peer silent for
+// its HeartbeatTimeout (bus.ErrPeerLost), but a node away from NATS (its
+// server died, its reconnect is slow on a loaded host) is not a dead one,
+// and its ring is still reachable. So a subscriber lost that way whose
+// queue pair is up (rdma.QPReadyToSend, and not dropped by the writer) is
+// held: the writer goes on writing into its ring for up to
+// Config.UnheardHold (30 s by default), and when its node is heard again
+// and re-announces the same ring (same incarnation) it is the same target,
+// with no new connection and nothing written twice. It is dropped once,
+// logged and counted (UnheardDrops; the writer's own drops in
+// Stats().Dropped), as soon as its queue pair fails (a dead host: the
+// writer's error or unanswered completion while it publishes, tcp's
+// watchdog and keepalive, shm's peer socket, a verbs QP in ERR; looked at
+// every 50 ms while held), or when the hold ends. A subscriber that
+// withdrew, left or restarted is dropped at once, as before. A negative
+// UnheardHold drops a lost one at once too.
+//
+// A closing publisher that is the topic's home fences its counter and
+// hands the value it ended at to the bus (bus.PublishSpec.EndCounter),
+// which writes it into the home record: a subscriber it had stopped
+// writing to learns from it what it never received.
+//
 // Paced feeds stamp each tick with its intended send time, and a Pacer
 // schedules from intended times, never from the last actual send, so a
 // stalled publisher shows up in the subscribers' latency rather than hiding

@@ -41,6 +41,21 @@
 // topic keeps its own ring, sequence, events and stats, and a
 // TopicHandler is told the topic of every batch.
 //
+// The tail: a publisher that stopped writing to this ring (it dropped it,
+// crashed, was fenced) leaves nothing after the hole when nobody publishes
+// after it, so the reader's gap scan would find nothing to wait for. The
+// subscriber learns the topic's counter (tail.go: the record a closing
+// home leaves, bus.HomeInfo.End; the home's answer when a publisher goes
+// without withdrawing; the journal's counter READ; and once more at Close)
+// and gives it to the reader (ring.Reader.SetClaimed), which names the
+// missing range as one ring.EventGap (Counters.Gaps); what is still
+// missing after Close's drain is named there (Counters.Tail). Both count
+// in Lost. A sequence named is never delivered afterwards.
+//
+// A publisher whose node the bus lost by heartbeat (bus.ErrPeerLost) while
+// one of its queue pairs is up keeps them, as publishers keep a lost
+// subscriber's (see package publisher), until they fail or 30 s pass.
+//
 // Close withdraws the subscription (publishers drop the ring), drains what
 // is already in the ring, publishes the last stats, closes the queue pairs
 // and unmaps the ring.
