@@ -2,6 +2,7 @@ package subscriber_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -121,7 +122,7 @@ func (l *logText) has(s string) bool {
 
 // awayRig is a publisher's node a (with the NATS server) and a
 // subscriber's node b that reaches it only through a natsLink, with short
-// heartbeats: cutting the link makes a lose b within half a second while
+// heartbeats: cutting the link makes a lose b within a second while
 // both processes, and the shm queue pair between them, stay up.
 type awayRig struct {
 	a, b     *bus.Node
@@ -138,7 +139,7 @@ type awayRig struct {
 func newAwayRig(t *testing.T, ctx context.Context) *awayRig {
 	t.Helper()
 	hb := func(id string) bus.Config {
-		return bus.Config{NodeID: id, LeaseTTL: testLease, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 500 * time.Millisecond}
+		return bus.Config{NodeID: id, LeaseTTL: testLease, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: time.Second}
 	}
 	r := &awayRig{runErr: make(chan error, 1)}
 	var err error
@@ -263,7 +264,9 @@ func TestPubSub_DroppedSubscriber_NamesTheTailItNeverGot(t *testing.T) {
 	require.NoError(t, pub.WaitSubscribers(ctx, 1))
 
 	r.publish(t, pub, 300)
-	require.Eventually(t, func() bool { return r.c.count() == 300 }, 20*time.Second, 5*time.Millisecond)
+	// (a bus starved by the rest of a CI run may lose b before the cut,
+	// and this publisher drops it then: the checks below hold either way)
+	require.Eventually(t, func() bool { return r.c.count() == 300 || pub.Subscribers() == 0 }, 20*time.Second, 5*time.Millisecond)
 	r.link.Cut()
 	require.Eventually(t, func() bool { return pub.Subscribers() == 0 }, 20*time.Second, 10*time.Millisecond, "the publisher kept the subscriber")
 	r.publish(t, pub, 200) // to nobody: b's ring was dropped
@@ -275,14 +278,37 @@ func TestPubSub_DroppedSubscriber_NamesTheTailItNeverGot(t *testing.T) {
 	require.NoError(t, r.sub.Close())
 	require.NoError(t, <-r.runErr)
 	got := r.sub.Counters()
-	assert.Equal(t, uint64(300), got.Received)
+	assert.Less(t, got.Received, r.sequence, "the dropped subscriber received every tick")
 	assert.Equal(t, r.sequence-got.Received, got.Lost(), "lost is published minus delivered")
-	assert.Equal(t, uint64(200), got.Gaps)
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
-	assert.Equal(t, []ring.Event{{Kind: ring.EventGap, From: 301, To: 500}}, r.c.events)
+	assert.NoError(t, accountedIn(r.c.seqs, r.c.events, 1, r.sequence))
+	if got.Received == 300 { // the usual case: dropped at the cut
+		assert.Equal(t, []ring.Event{{Kind: ring.EventGap, From: 301, To: 500}}, r.c.events)
+	}
 }
 
+// accountedIn checks that seqs (delivered, in order) and events together
+// name every sequence from..to exactly once, in increasing order.
+func accountedIn(seqs []uint64, events []ring.Event, from, to uint64) error {
+	next, si, ei := from, 0, 0
+	for next <= to {
+		switch {
+		case si < len(seqs) && seqs[si] == next:
+			si++
+			next++
+		case ei < len(events) && events[ei].From == next && events[ei].To >= next:
+			next = events[ei].To + 1
+			ei++
+		default:
+			return fmt.Errorf("sequence %d neither delivered once nor named (%d ticks, events %v)", next, len(seqs), events)
+		}
+	}
+	if si != len(seqs) || ei != len(events) || next != to+1 {
+		return fmt.Errorf("delivered or named past %d: ticks %d of %d, events %d of %d", to, si, len(seqs), ei, len(events))
+	}
+	return nil
+}
 // A held subscriber whose queue pair then fails (here its process closes
 // the subscriber while its node is still away from NATS, as a host that
 // dies closes every queue pair) is dropped at once, counted and logged:
