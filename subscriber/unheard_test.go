@@ -309,6 +309,7 @@ func accountedIn(seqs []uint64, events []ring.Event, from, to uint64) error {
 	}
 	return nil
 }
+
 // A held subscriber whose queue pair then fails (here its process closes
 // the subscriber while its node is still away from NATS, as a host that
 // dies closes every queue pair) is dropped at once, counted and logged:
