@@ -341,3 +341,37 @@ func TestPubSub_UnheardSubscriberWhoseQueuePairFails_IsDropped(t *testing.T) {
 	assert.Equal(t, uint64(1), pub.UnheardDrops())
 	assert.True(t, logs.has("dropped a subscriber whose node is unheard on NATS"), "the drop was not logged")
 }
+
+// A subscriber dropped by a publisher that lives on but publishes nothing
+// after the hole (no journal, no closing record) has nothing to tell it
+// of the tail while it runs; at Close it asks the home for the counter
+// (before it withdraws) and names what it never got: lost is published
+// minus delivered. (Before, it closed with lost 0.)
+func TestPubSub_DroppedSubscriber_NamesTheTailAtClose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps a node away from NATS past the heartbeat timeout; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newAwayRig(t, ctx)
+	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, UnheardHold: -1, JournalSlots: -1})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	r.publish(t, pub, 300)
+	require.Eventually(t, func() bool { return r.c.count() == 300 || pub.Subscribers() == 0 }, 20*time.Second, 5*time.Millisecond)
+	r.link.Cut()
+	require.Eventually(t, func() bool { return pub.Subscribers() == 0 }, 20*time.Second, 10*time.Millisecond, "the publisher kept the subscriber")
+	r.publish(t, pub, 200) // to nobody
+	r.link.Restore()
+	require.Eventually(t, func() bool { return r.b.Connected() }, 20*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, r.sub.Close())
+	require.NoError(t, <-r.runErr)
+	got := r.sub.Counters()
+	assert.Less(t, got.Received, r.sequence, "the dropped subscriber received every tick")
+	assert.Equal(t, r.sequence-got.Received, got.Lost(), "lost is published minus delivered")
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	assert.NoError(t, accountedIn(r.c.seqs, r.c.events, 1, r.sequence))
+}
