@@ -232,39 +232,36 @@ func (s *Subscriber) holdUnheard(p bus.PublisherInfo) {
 		case <-tk.C:
 		}
 		s.mu.Lock()
-		held, cs := s.unheard[key], s.qps[key]
-		s.mu.Unlock()
-		if !held {
-			return
+		if !s.unheard[key] {
+			s.mu.Unlock()
+			return // heard again, or gone another way
 		}
 		var why error
-		switch {
+		switch cs := s.qps[key]; {
 		case !anyUp(cs):
 			why = fmt.Errorf("%w; its queue pair failed meanwhile", bus.ErrPeerLost)
 		case time.Since(since) >= unheardHold:
 			why = fmt.Errorf("%w; unheard for the whole hold (%v)", bus.ErrPeerLost, unheardHold)
 		default:
+			s.mu.Unlock()
 			continue
 		}
-		s.mu.Lock()
-		delete(s.unheard, key)
+		delete(s.unheard, key) // under the same lock as the check: a publisherUp now finds it gone
+		cs := s.qps[key]
+		delete(s.qps, key)
 		s.mu.Unlock()
-		s.publisherGoneNow(p, why)
+		s.closeGone(p, cs, why)
 		return
 	}
 }
 
-// publisherGoneNow is publisherGone without the hold.
-func (s *Subscriber) publisherGoneNow(p bus.PublisherInfo, reason error) {
-	key := p.Key()
-	s.mu.Lock()
-	cs := s.qps[key]
-	delete(s.qps, key)
-	s.mu.Unlock()
+// closeGone closes the queue pairs of a held publisher that turned out
+// gone, and asks for the counter (learnTail).
+func (s *Subscriber) closeGone(p bus.PublisherInfo, cs []conn, reason error) {
 	for _, c := range cs {
 		_ = c.qp.Close()
 		_ = c.cq.Close()
 	}
-	s.log.Warn().Str("publisher", key).Err(reason).Msg("subscriber: publisher gone")
+	s.log.Warn().Str("publisher", p.Key()).Err(reason).Msg("subscriber: publisher gone")
 	s.spawn(func() { s.learnTail(p) })
 }

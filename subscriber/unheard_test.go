@@ -375,3 +375,84 @@ func TestPubSub_DroppedSubscriber_NamesTheTailAtClose(t *testing.T) {
 	defer r.c.mu.Unlock()
 	assert.NoError(t, accountedIn(r.c.seqs, r.c.events, 1, r.sequence))
 }
+
+// The other way round: the publisher's node is away from NATS. The
+// subscriber's bus loses it, but its queue pairs are up, so the
+// subscriber keeps them (before, it closed them: the publisher's writes
+// failed, and it could not reconnect without NATS): every tick published
+// meanwhile arrives, and after the node is heard again nothing is lost,
+// twice or out of order.
+func TestPubSub_PublisherNodeAwayFromNATS_SubscriberKeepsItsQueuePairs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps a node away from NATS past the heartbeat timeout; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := func(id string) bus.Config {
+		return bus.Config{NodeID: id, LeaseTTL: testLease, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: time.Second}
+	}
+	a, err := bus.Open(ctx, cfg("a")) // the subscriber's, with the server
+	require.NoError(t, err)
+	defer a.Close()
+	u, err := url.Parse(a.ClientURL())
+	require.NoError(t, err)
+	nl := newNATSLink(t, u.Host)
+	u.Host = nl.addr
+	cb := cfg("b")
+	cb.NATS = bus.NATSConfig{URLs: []string{u.String()}, ReconnectWait: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}
+	b, err := bus.Open(ctx, cb) // the publisher's, through the link
+	require.NoError(t, err)
+	defer b.Close()
+	devA, devB := link.NewDevices(link.DevicesConfig{HostID: a.HostID()}), link.NewDevices(link.DevicesConfig{HostID: b.HostID()})
+	defer devA.Close()
+	defer devB.Close()
+	var c collect
+	var logs logText
+	sub, err := subscriber.New(ctx, a, devA, subscriber.Config{Topic: "away", Idle: rdma.Yield{}, StatsInterval: -1, Logger: zerolog.New(&logs)}, &c)
+	require.NoError(t, err)
+	runErr := make(chan error, 1)
+	go func() { runErr <- sub.Run(ctx) }()
+	pub, err := publisher.New(ctx, b, devB, publisher.Config{Topic: "away", Idle: rdma.Yield{}, JournalSlots: -1})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	feed, err := publisher.NewFeed(publisher.DefaultFeedConfig())
+	require.NoError(t, err)
+	var published uint64
+	publish := func(n int) {
+		var tk tick.Tick
+		for i := 0; i < n; i++ {
+			feed.Next(&tk, time.Now().UnixNano())
+			seq, err := pub.PublishTick(&tk)
+			require.NoError(t, err)
+			published++
+			require.Equal(t, published, seq)
+		}
+	}
+	publish(300)
+	require.Eventually(t, func() bool { return c.count() == 300 }, 20*time.Second, 5*time.Millisecond)
+
+	nl.Cut()
+	require.Eventually(t, func() bool { return !hears(a, "b") }, 20*time.Second, 10*time.Millisecond, "a still hears b")
+	require.Eventually(t, func() bool {
+		return logs.has("publisher's node unheard on NATS") || logs.has("subscriber: publisher gone")
+	}, 20*time.Second, 5*time.Millisecond)
+	publish(300) // from a node away from NATS
+	require.Eventually(t, func() bool { return c.count() == 600 }, 20*time.Second, 5*time.Millisecond,
+		"the ticks of a publisher away from NATS did not all arrive (%d of 600)", c.count())
+	assert.Equal(t, 1, sub.Publishers())
+
+	nl.Restore()
+	require.Eventually(t, func() bool { return b.Connected() && hears(a, "b") }, 20*time.Second, 10*time.Millisecond, "b not heard again")
+	require.Eventually(t, func() bool { return logs.has("publisher's node heard again") }, 20*time.Second, 10*time.Millisecond)
+	publish(300)
+	require.Eventually(t, func() bool { return c.count() == 900 }, 20*time.Second, 5*time.Millisecond)
+	assert.Zero(t, pub.Stats().Dropped, "the publisher's queue pair to the subscriber failed")
+	require.NoError(t, sub.Close())
+	require.NoError(t, <-runErr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	assert.NoError(t, accountedIn(c.seqs, c.events, 1, published))
+	assert.Empty(t, c.events)
+	assert.Zero(t, sub.Counters().Lost())
+}
