@@ -370,8 +370,10 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 		case <-s.stop:
 			estop()
 			<-edone
+			wctx, wcancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+			n.writeEnd(wctx, topic, s, seqs) // before the lease goes: a successor's record comes after it
+			wcancel()
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
-			n.writeEnd(ctx, topic, s, seqs)
 			if err := leases.Delete(ctx, kvKey(topic), jetstream.LastRevision(s.leaseRev)); err != nil {
 				n.log.Debug().Err(err).Str("topic", topic).Msg("bus: delete lease")
 			}
