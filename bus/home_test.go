@@ -243,3 +243,73 @@ func TestHome_TopicWithColon_IsElectedAndFound(t *testing.T) {
 	assert.Error(t, err, "'=' is no topic character: it cannot alias eq:us.px's key")
 	assert.Nil(t, pc)
 }
+
+// A closing home writes the counter it ended at into its record before it
+// deletes its lease: a subscriber, which may have missed the end of the
+// stream, is told where the epoch ended (HomeInfo.End); a home whose
+// counter is unknown (EndCounter 0) or outside its epoch writes nothing.
+func TestHome_ClosingHome_RecordsWhereItsEpochEnded(t *testing.T) {
+	a := openNode(t, testConfig("a", ""))
+	b := openNode(t, testConfig("b", a.ClientURL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		topic   string
+		counter uint64 // what EndCounter returns, as an offset from the epoch's start (0: unknown)
+		want    bool
+	}{{"ended", 42, true}, {"unknown", 0, false}} {
+		var rec recorder
+		var mu sync.Mutex
+		var infos []bus.HomeInfo
+		ss := subSpec(tc.topic, "s", &rec)
+		ss.OnHome = func(hi bus.HomeInfo) {
+			mu.Lock()
+			infos = append(infos, hi)
+			mu.Unlock()
+		}
+		_, err := b.Subscribe(ctx, ss)
+		require.NoError(t, err)
+		spec := pubSpec(tc.topic, &rec)
+		var start uint64
+		spec.NewHome = func(_ context.Context, topic string, s uint64) ([]byte, error) {
+			start = s
+			return []byte("home-of-" + topic), nil
+		}
+		spec.EndCounter = func() uint64 {
+			if tc.counter == 0 {
+				return 0
+			}
+			return start + tc.counter
+		}
+		p, err := a.Publish(ctx, spec)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(infos) > 0 }, eventually, tick, "%s: no home record", tc.topic)
+		require.NoError(t, p.Close())
+		if !tc.want {
+			// a next home's record comes after any end the closing one
+			// wrote (it writes before it deletes the lease the next takes)
+			epoch := p.Home().Epoch
+			p2, err := a.Publish(ctx, pubSpec(tc.topic, &rec))
+			require.NoError(t, err)
+			defer p2.Close()
+			require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return infos[len(infos)-1].Epoch > epoch }, eventually, tick)
+			mu.Lock()
+			for _, hi := range infos {
+				assert.Zero(t, hi.End, "%s: an end was recorded: %+v", tc.topic, hi)
+			}
+			mu.Unlock()
+			continue
+		}
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return infos[len(infos)-1].End != 0
+		}, eventually, tick, "%s: the record never said where the epoch ended", tc.topic)
+		mu.Lock()
+		last := infos[len(infos)-1]
+		mu.Unlock()
+		assert.Equal(t, start+tc.counter, last.End)
+		assert.Equal(t, a.ID(), last.Node.ID)
+		assert.LessOrEqual(t, last.End, last.Reserved)
+	}
+}
