@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/internal/netns"
 )
 
@@ -20,6 +21,28 @@ import (
 func cluster(t *testing.T, ctx context.Context) (*netns.Net, []*netns.NATSServer) {
 	t.Helper()
 	return clusterWith(t, ctx, netns.NATSOptions{})
+}
+
+// isolatedCluster is a cluster whose servers tell clients of no other
+// server (netns.NATSOptions.NoAdvertise), so a node whose server dies
+// stays away from NATS until that server is back. A node decides its
+// buckets' replicas by the servers it knows, which is now one: so the
+// home buckets are made first, replicated three times, by a node that
+// is given all three, as in a cluster whose nodes know its servers; else
+// they could live on the one server a test kills.
+func isolatedCluster(t *testing.T, ctx context.Context) (*netns.Net, []*netns.NATSServer) {
+	t.Helper()
+	n, servers := clusterWith(t, ctx, netns.NATSOptions{NoAdvertise: true})
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.URL)
+	}
+	node, err := bus.Open(ctx, bus.Config{NodeID: "setup", HostID: "setup", LeaseTTL: leaseTTL, NATS: bus.NATSConfig{URLs: urls}})
+	require.NoError(t, err)
+	defer node.Close()
+	_, err = node.FindHome(ctx, topic) // makes the buckets
+	require.ErrorIs(t, err, bus.ErrNoHome)
+	return n, servers
 }
 
 // clusterWith is cluster with the servers' options.

@@ -553,7 +553,8 @@ func TestMultiHost_SubscriberHostDies_PublisherGoesOn(t *testing.T) {
 // dies mid-stream. Ticks do not travel through NATS, so host B's
 // subscriber still gets every tick from host A, in order. Every node has
 // the default heartbeat timeout (2s), and B cannot reconnect until its
-// server is back (the servers do not advertise one another to clients), so
+// server is back (the servers do not advertise one another to clients:
+// isolatedCluster), so
 // A's bus loses B for certain; its publisher keeps B's queue pair, which
 // is up, instead of dropping it, and B's server comes back only after
 // that. (In a CI run at 17:00 on 2026-12-01 B's reconnect to another
@@ -570,7 +571,7 @@ func TestMultiHost_NATSServerDies_DataPlaneGoesOn(t *testing.T) {
 	v := newVerdict(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	n, servers := clusterWith(t, ctx, netns.NATSOptions{NoAdvertise: true})
+	n, servers := isolatedCluster(t, ctx)
 	role := roles(t, v, n, servers, ticks)
 	subB := role(1, "host-b", roleSub)
 	subC := role(2, "host-c", roleSub)
@@ -653,7 +654,7 @@ func TestMultiHost_NATSServerDies_DroppedSubscriberNamesWhatItMissed(t *testing.
 	v := newVerdict(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	n, servers := clusterWith(t, ctx, netns.NATSOptions{NoAdvertise: true})
+	n, servers := isolatedCluster(t, ctx)
 	role := roles(t, v, n, servers, ticks)
 	subB := role(1, "host-b", roleSub)
 	subB.expect(t, "READY", 30*time.Second)
