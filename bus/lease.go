@@ -370,7 +370,7 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 		case <-s.stop:
 			estop()
 			<-edone
-			wctx, wcancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+			wctx, wcancel := context.WithTimeout(context.Background(), endBudget*n.cfg.RequestTimeout)
 			n.writeEnd(wctx, topic, s, seqs) // before the lease goes: a successor's record comes after it
 			wcancel()
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
@@ -431,8 +431,21 @@ func (n *Node) writeEnd(ctx context.Context, topic string, s *homeSlot, seqs jet
 	}
 	rec.End = c
 	b, err := n.encodeRecord(topic, rec)
-	if err == nil {
-		_, err = seqs.Update(ctx, kvKey(topic), b, rev)
+	for err == nil {
+		// one try per RequestTimeout; a stream whose leader is being
+		// elected (a server of the cluster just died) answers nothing
+		// for a few seconds, so try again until ctx ends
+		actx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		_, err = seqs.Update(actx, kvKey(topic), b, rev)
+		cancel()
+		if err == nil || casConflict(err) || ctx.Err() != nil {
+			break
+		}
+		n.log.Debug().Err(err).Str("topic", topic).Msg("bus: write where the closing home's epoch ended: trying again")
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	if err != nil {
 		n.log.Info().Err(err).Str("topic", topic).Uint64("end", c).Msg("bus: could not write where the closing home's epoch ended")
@@ -440,6 +453,10 @@ func (n *Node) writeEnd(ctx context.Context, topic string, s *homeSlot, seqs jet
 	}
 	n.log.Info().Str("topic", topic).Uint64("epoch", rec.Epoch).Uint64("end", c).Msg("bus: the closing home's epoch ended here")
 }
+
+// endBudget bounds writeEnd, in request timeouts: a closing home waits
+// that long at most for the record to take where its epoch ended.
+const endBudget = 3
 
 // extendReservation extends the reservation of a home held here when its
 // counter (PublishSpec.HomeCounter) comes within half a chunk of it, until
