@@ -431,27 +431,35 @@ func (n *Node) writeEnd(ctx context.Context, topic string, s *homeSlot, seqs jet
 	}
 	rec.End = c
 	b, err := n.encodeRecord(topic, rec)
-	for err == nil {
-		// one try per RequestTimeout; a stream whose leader is being
-		// elected (a server of the cluster just died) answers nothing
-		// for a few seconds, so try again until ctx ends
-		actx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
-		_, err = seqs.Update(actx, kvKey(topic), b, rev)
-		cancel()
-		if err == nil || casConflict(err) || ctx.Err() != nil {
-			break
-		}
-		n.log.Debug().Err(err).Str("topic", topic).Msg("bus: write where the closing home's epoch ended: trying again")
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
+	if err == nil {
+		err = n.updateRetrying(ctx, seqs, topic, b, rev)
 	}
 	if err != nil {
 		n.log.Info().Err(err).Str("topic", topic).Uint64("end", c).Msg("bus: could not write where the closing home's epoch ended")
 		return
 	}
 	n.log.Info().Str("topic", topic).Uint64("epoch", rec.Epoch).Uint64("end", c).Msg("bus: the closing home's epoch ended here")
+}
+
+// updateRetrying updates topic's record at revision rev, one try per
+// RequestTimeout, until it is written, a compare-and-set conflict says
+// another wrote first, or ctx ends: a stream whose leader is being elected
+// (a server of the cluster just died) answers nothing for seconds.
+func (n *Node) updateRetrying(ctx context.Context, seqs jetstream.KeyValue, topic string, b []byte, rev uint64) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		_, err := seqs.Update(actx, kvKey(topic), b, rev)
+		cancel()
+		if err == nil || casConflict(err) || ctx.Err() != nil {
+			return err
+		}
+		n.log.Debug().Err(err).Str("topic", topic).Msg("bus: write where the closing home's epoch ended: trying again")
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // endBudget bounds writeEnd, in request timeouts: a closing home waits
