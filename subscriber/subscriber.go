@@ -49,13 +49,17 @@ type Subscriber struct {
 	restartAt   atomic.Uint64 // unstick's counter (0: none)
 	done        chan struct{} // closed by Close: unstick goroutines return
 	wg          sync.WaitGroup
-	rate        atomic.Uint64                // float64 bits: ticks/s over the last stats interval
-	credits     atomic.Int32                 // credit cells attached
-	journalAt   atomic.Uint64                // epoch of the attached journal
-	homeEpoch   atomic.Uint64                // the newest epoch whose journal is being attached (attachJournal stops retrying an older one)
-	home        atomic.Pointer[bus.HomeInfo] // the newest home record (tail.go asks its node for the counter)
-	tail        atomic.Uint64                // sequences Close named lost past the reader (Counters.Tail)
-	tailJoin    atomic.Uint64                // the same while a publisher was joining (counted in Counters.Join)
+	rate        atomic.Uint64 // float64 bits: ticks/s over the last stats interval
+	credits     atomic.Int32  // credit cells attached
+	journalAt   atomic.Uint64 // epoch of the attached journal
+	homeEpoch   atomic.Uint64 // the newest epoch whose journal is being attached (attachJournal stops retrying an older one)
+
+	// The tail (tail.go): the newest home record (askTail asks its node
+	// for the counter), and what Close named lost past the reader
+	// (Counters.Tail; tailJoin while a publisher was joining: Counters.Join).
+	home     atomic.Pointer[bus.HomeInfo]
+	tail     atomic.Uint64
+	tailJoin atomic.Uint64
 
 	stop    atomic.Bool // Run returns when set
 	running sync.Mutex  // held by Run; Close waits on it
@@ -64,14 +68,14 @@ type Subscriber struct {
 	journalEpoch uint64               // bus event goroutine: the epoch whose journal is attached or being attached
 	journalQPs   []rdma.QueuePair     // guarded by mu: QPs to homes' journals, closed at Close
 
-	mu  sync.Mutex
-	qps map[string][]conn // publisher key → its queue pairs to this ring
+	mu     sync.Mutex
+	qps    map[string][]conn // publisher key → its queue pairs to this ring
+	also   link.AlsoOn       // the ring registered on other providers' devices too
+	used   map[string]bool   // every provider a publisher connected over
+	closed bool
 	// unheard: publishers whose node the bus lost while their queue pairs
 	// stayed up, kept (accept.go holdUnheard)
 	unheard map[string]bool
-	also    link.AlsoOn     // the ring registered on other providers' devices too
-	used    map[string]bool // every provider a publisher connected over
-	closed  bool
 	// closing is set (under mu) when Close begins, before it waits for wg:
 	// spawn adds to wg only before it, so no Add races the Wait.
 	closing bool
