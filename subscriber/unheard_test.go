@@ -460,3 +460,40 @@ func TestPubSub_PublisherNodeAwayFromNATS_SubscriberKeepsItsQueuePairs(t *testin
 	assert.Empty(t, c.events)
 	assert.Zero(t, sub.Counters().Lost())
 }
+
+// A subscriber whose node stays unheard for the whole hold is dropped
+// then, even with its queue pair up (Config.UnheardHold bounds the hold:
+// a node gone from the control plane for good is not written to forever),
+// counted and logged; what it missed is named, as for any dropped ring.
+func TestPubSub_UnheardSubscriber_DroppedWhenTheHoldEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps a node away from NATS past the heartbeat timeout; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newAwayRig(t, ctx)
+	var logs logText
+	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, Logger: zerolog.New(&logs),
+		UnheardHold: 300 * time.Millisecond, JournalSlots: -1})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	r.publish(t, pub, 100)
+	require.Eventually(t, func() bool { return r.c.count() == 100 || pub.Subscribers() == 0 }, 20*time.Second, 5*time.Millisecond)
+	r.link.Cut()
+	require.Eventually(t, func() bool { return pub.Subscribers() == 0 }, 20*time.Second, 10*time.Millisecond, "the hold never ended")
+	assert.Positive(t, pub.UnheardDrops())
+	assert.True(t, logs.has("unheard for the whole hold"), "the drop was not logged with its reason")
+	r.publish(t, pub, 100) // to nobody
+	require.NoError(t, pub.Close())
+	r.link.Restore()
+	require.Eventually(t, func() bool { return r.sub.Counters().Next > r.sequence }, 20*time.Second, 10*time.Millisecond,
+		"the subscriber never passed the tail (at %d of %d)", r.sub.Counters().Next, r.sequence)
+	require.NoError(t, r.sub.Close())
+	require.NoError(t, <-r.runErr)
+	got := r.sub.Counters()
+	assert.Equal(t, r.sequence-got.Received, got.Lost(), "lost is published minus delivered")
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	assert.NoError(t, accountedIn(r.c.seqs, r.c.events, 1, r.sequence))
+}
