@@ -162,6 +162,11 @@ func (n *Node) onReconnect(nc *nats.Conn) {
 	for _, p := range n.peers { // they could not reach us either: give them a fresh timeout
 		p.lastSeen = now
 	}
+	for _, m := range n.localSubs {
+		for _, s := range m {
+			s.reconnected()
+		}
+	}
 	n.mu.Unlock()
 	n.connected.Store(true)
 	for _, b := range n.watches { // their consumers may be gone with the server

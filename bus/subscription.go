@@ -37,6 +37,10 @@ type SubscribeSpec struct {
 	// reservation, or a new epoch after a failover (HomeInfo.Start: the
 	// first sequence of the new epoch).
 	OnHome func(HomeInfo)
+	// OnReconnect is called after this node's connection to NATS came
+	// back (whatever it missed meanwhile, such as a publisher's last
+	// announcements, is not replayed). Optional.
+	OnReconnect func()
 }
 
 // Subscription is this node subscribing to one topic.
@@ -196,6 +200,13 @@ func (s *Subscription) publisherDown(p PublisherInfo, reason error) {
 			f(p, reason)
 		}
 	})
+}
+
+// reconnected queues OnReconnect. Called with n.mu.
+func (s *Subscription) reconnected() {
+	if f := s.spec.OnReconnect; f != nil && s.q != nil {
+		s.q.push(f)
+	}
 }
 
 // onHome queues a home record for OnHome. Called with n.mu.

@@ -144,6 +144,7 @@ func New(ctx context.Context, node Node, devs *link.Devices, cfg Config, h Handl
 		OnPublisher:     s.publisherUp,
 		OnPublisherGone: s.publisherGone,
 		OnHome:          s.onHomeRecord,
+		OnReconnect:     s.onReconnect,
 	})
 	if err != nil {
 		_ = s.ring.Close()

@@ -22,7 +22,8 @@ import (
 //     the bus delivers (onHome) as soon as it is written, or after this
 //     node's connection to NATS comes back;
 //   - by asking the home for its counter (askHome) when a publisher goes
-//     without withdrawing (its node timed out, left or restarted);
+//     without withdrawing (its node timed out, left or restarted), and
+//     when this node's connection to NATS comes back (onReconnect);
 //   - from the journal's counter READ, which the reader makes itself
 //     while a journal is attached;
 //   - at Close, asked once more (bounded by tailWait) before the
@@ -40,12 +41,15 @@ func (s *Subscriber) onHomeRecord(hi bus.HomeInfo) {
 	if old := s.home.Load(); old == nil || hi.Epoch >= old.Epoch {
 		s.home.Store(&hi)
 	}
-	if hi.End != 0 {
-		s.reader.SetClaimed(hi.End)
+	if hi.End != 0 && s.setClaimed(hi.End) {
 		s.log.Debug().Uint64("epoch", hi.Epoch).Uint64("end", hi.End).Msg("subscriber: the topic's home closed; its epoch ended here")
 	}
 	s.onHome(hi)
 }
+
+// askOnReconnect: onReconnect asks (a variable for a test of what Close
+// asks by itself).
+var askOnReconnect = true
 
 // tailWait bounds the question Close asks the home.
 const tailWait = 500 * time.Millisecond
@@ -58,8 +62,7 @@ func (s *Subscriber) learnTail(gone bus.PublisherInfo) {
 	defer cancel()
 	ctx, tcancel := context.WithTimeout(ctx, 2*learnWait)
 	defer tcancel()
-	if c, ok := s.askTail(ctx, gone.Node); ok {
-		s.reader.SetClaimed(c)
+	if c, ok := s.askTail(ctx, gone.Node); ok && s.setClaimed(c) {
 		s.log.Info().Str("publisher", gone.Key()).Uint64("counter", c).
 			Msg("subscriber: learnt the topic's counter after a publisher went; what of it does not come is named a gap")
 	}
@@ -112,8 +115,40 @@ func (s *Subscriber) learnTailAtClose() {
 	ctx, cancel := context.WithTimeout(context.Background(), tailWait)
 	defer cancel()
 	if c, ok := s.askTail(ctx, bus.PeerInfo{}); ok {
-		s.reader.SetClaimed(c)
+		s.setClaimed(c)
 	}
+}
+
+// setClaimed gives the reader the topic's counter, once the ring has
+// delivered a tick: before that, the ring is still joining (learnStart
+// moves it to the counter itself), and nothing below the counter was
+// this ring's. It reports whether it did.
+func (s *Subscriber) setClaimed(c uint64) bool {
+	if s.h.joinedAt.Load() == 0 { // pairs with the Store in recHandler.OnTicks
+		return false
+	}
+	s.reader.SetClaimed(c)
+	return true
+}
+
+// onReconnect: this node's connection to NATS is back. A publisher may
+// have dropped the ring while the node was away and gone on publishing
+// (or stopped): without a journal, whose counter the reader READs
+// itself, ask the home for its counter. Spawned.
+func (s *Subscriber) onReconnect() {
+	if s.journalAt.Load() != 0 || !askOnReconnect {
+		return
+	}
+	s.spawn(func() {
+		defer s.wg.Done()
+		ctx, cancel := s.untilClosed()
+		defer cancel()
+		ctx, tcancel := context.WithTimeout(ctx, 2*learnWait)
+		defer tcancel()
+		if c, ok := s.askTail(ctx, bus.PeerInfo{}); ok && s.setClaimed(c) {
+			s.log.Info().Uint64("counter", c).Msg("subscriber: learnt the topic's counter after NATS came back; what of it does not come is named a gap")
+		}
+	})
 }
 
 // nameTail runs in Close after the drain, on the polling goroutine's

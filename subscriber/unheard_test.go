@@ -357,6 +357,7 @@ func TestPubSub_DroppedSubscriber_NamesTheTailAtClose(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	t.Cleanup(subscriber.NoAskOnReconnect()) // what Close does by itself (the question on reconnect has a test of its own)
 	r := newAwayRig(t, ctx)
 	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, UnheardHold: -1, JournalSlots: -1})
 	require.NoError(t, err)
@@ -493,6 +494,39 @@ func TestPubSub_UnheardSubscriber_DroppedWhenTheHoldEnds(t *testing.T) {
 	require.NoError(t, <-r.runErr)
 	got := r.sub.Counters()
 	assert.Equal(t, r.sequence-got.Received, got.Lost(), "lost is published minus delivered")
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	assert.NoError(t, accountedIn(r.c.seqs, r.c.events, 1, r.sequence))
+}
+
+// The same, named while it runs: once its node is back on NATS the
+// subscriber asks the home for its counter, and the reader names the
+// tail after the gap timeout, with the publisher alive and silent.
+func TestPubSub_DroppedSubscriber_NamesTheTailWhenNATSIsBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps a node away from NATS past the heartbeat timeout; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newAwayRig(t, ctx)
+	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, UnheardHold: -1, JournalSlots: -1})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	r.publish(t, pub, 300)
+	require.Eventually(t, func() bool { return r.c.count() == 300 || pub.Subscribers() == 0 }, 20*time.Second, 5*time.Millisecond)
+	r.link.Cut()
+	require.Eventually(t, func() bool { return pub.Subscribers() == 0 }, 20*time.Second, 10*time.Millisecond, "the publisher kept the subscriber")
+	r.publish(t, pub, 200) // to nobody
+	r.link.Restore()
+	require.Eventually(t, func() bool { return r.sub.Counters().Next > r.sequence }, 20*time.Second, 10*time.Millisecond,
+		"the subscriber never passed the tail (at %d of %d)", r.sub.Counters().Next, r.sequence)
+	got := r.sub.Counters()
+	assert.Less(t, got.Received, r.sequence, "the dropped subscriber received every tick")
+	assert.Equal(t, r.sequence-got.Received, got.Lost(), "lost is published minus delivered")
+	assert.Zero(t, got.Tail, "named at Close, not while running")
+	require.NoError(t, r.sub.Close())
+	require.NoError(t, <-r.runErr)
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
 	assert.NoError(t, accountedIn(r.c.seqs, r.c.events, 1, r.sequence))
