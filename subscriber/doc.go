@@ -46,7 +46,8 @@
 // after it, so the reader's gap scan would find nothing to wait for. The
 // subscriber learns the topic's counter (tail.go: the record a closing
 // home leaves, bus.HomeInfo.End; the home's answer when a publisher goes
-// without withdrawing; the journal's counter READ; and once more at Close)
+// without withdrawing and when this node's NATS connection comes back; the
+// journal's counter READ; and once more at Close)
 // and gives it to the reader (ring.Reader.SetClaimed), which names the
 // missing range as one ring.EventGap (Counters.Gaps); what is still
 // missing after Close's drain is named there (Counters.Tail). Both count
