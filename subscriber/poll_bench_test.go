@@ -78,8 +78,14 @@ func BenchmarkPoll(b *testing.B) {
 // tick's latency taken and recorded and the handler called. ns and cpu-ns
 // are per tick; in-process and cache-warm, the CPU the subscriber adds.
 func BenchmarkPoll_Batch(b *testing.B) {
+	for _, mode := range []ring.Mode{ring.Lossy, ring.Reliable} {
+		b.Run(mode.String(), func(b *testing.B) { benchPollBatch(b, mode) })
+	}
+}
+
+func benchPollBatch(b *testing.B, mode ring.Mode) {
 	var h counting
-	pub, sub := benchRigWith(b, "bench-pollbatch", &h, func(c *subscriber.Config) { c.Slots, c.MaxBatch = 1<<13, 256 })
+	pub, sub := benchRigWith(b, "bench-pollbatch-"+mode.String(), &h, func(c *subscriber.Config) { c.Slots, c.MaxBatch, c.Mode = 1<<13, 256, mode })
 	batch := make([]ring.Tick, 64)
 	for i := range batch {
 		batch[i] = ring.Tick{Type: tick.MessageType, Payload: make([]byte, tick.Size)}
