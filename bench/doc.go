@@ -50,7 +50,7 @@
 //
 // What the tail is made of (2 cores, two hot threads per case: any other
 // work displaces one of them, and a paced tick waits for it). Measured on
-// 2026-12-01 by logging every tick over 30 µs with its time: in the tickbus
+// 2026-12-01 from the slow ticks' times (.slow.csv, below): in the tickbus
 // case the slow ticks came in bursts of 300-900 µs in a 250 ms cycle, three
 // per cycle, the bus's heartbeats (bus.Config.HeartbeatInterval, 250 ms) of
 // its three nodes (this process hosts NATS and a Client; each child has one),
@@ -68,7 +68,9 @@
 // Output: a table on stdout; Config.JSON, one object per case (fields of
 // Result; a figure a case lacks is null and its note says why); under
 // Config.Out one HdrHistogram log (.hlog) per case, scaling.json,
-// scaling.svg and, with Config.Profile, one CPU profile per child process.
+// scaling.svg and, with Config.Profile, one CPU profile per child process
+// and, beside a latency run's subscriber's, its slow ticks (.slow.csv: the
+// intended time and latency of each tick over 30 µs, to see when they came).
 //
 // Child processes run through internal/child roles registered in this
 // package's init; main and any TestMain that runs the bench call
