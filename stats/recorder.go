@@ -231,6 +231,25 @@ func (r *Recorder) SnapshotInto(dst *Interval) {
 	h.SetEndTimeMs(dst.End.UnixMilli())
 }
 
+// snapshotEncoded ends the current interval as SnapshotInto does, but hands
+// it out encoded (Message.Hist's form) by e, with no histogram in between:
+// the stats loop's path (Reporter.Next). dst.Histogram is left alone.
+func (r *Recorder) snapshotEncoded(dst *Interval, e *countsEncoder) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.flip()
+	now := time.Now()
+	b := r.buf[old]
+	// As in SnapshotInto: the writer is on the other buffer until the next flip.
+	dst.Negative, dst.Saturated = b.negative, b.saturated
+	dst.Start, dst.End = r.lastFlip, now
+	r.lastFlip = now
+	hist, err := e.encode(b.counts)
+	clear(b.counts)
+	b.negative, b.saturated = 0, 0
+	return hist, err
+}
+
 // Snapshot ends the current interval and returns it in a histogram the
 // caller owns.
 func (r *Recorder) Snapshot() Interval {
