@@ -1,8 +1,10 @@
 package subscriber_test
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,22 +50,28 @@ func benchPingPong(b *testing.B, gap time.Duration) {
 	echo.p = pubB
 	payload := make([]byte, 64)
 	n := b.N
-	stop := make(chan struct{})
+	// The echo goroutine polls subA until it has echoed n ticks, failed or
+	// been stopped; the Cleanup that closes subA must not run before it has
+	// returned (Close while Poll runs elsewhere unmaps the ring under it):
+	// every way out of this function waits for echoDone first.
+	var stop, exited atomic.Bool
 	echoDone := make(chan error, 1)
 	go func() {
+		defer exited.Store(true)
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		for echo.n < n && echo.err == nil {
+		for echo.n < n && echo.err == nil && !stop.Load() {
 			subA.Poll()
-			select {
-			case <-stop:
-				echoDone <- nil
-				return
-			default:
-			}
 		}
 		echoDone <- echo.err
 	}()
+	fail := func(err error) {
+		stop.Store(true)
+		if eerr := <-echoDone; eerr != nil {
+			err = errors.Join(err, eerr)
+		}
+		b.Fatal(err)
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	hist := hdrhistogram.New(1, int64(time.Second), 3)
@@ -72,11 +80,13 @@ func benchPingPong(b *testing.B, gap time.Duration) {
 	for i := 1; i <= n; i++ {
 		t0 := time.Now().UnixNano()
 		if _, err := pubA.Publish(1, payload, t0); err != nil {
-			close(stop)
-			b.Fatal(err)
+			fail(err)
 		}
 		for back.n < i {
 			subB.Poll()
+			if exited.Load() && echo.n < n { // it failed (echo.n is final once it exited)
+				fail(fmt.Errorf("the echo loop stopped after %d of %d ticks", echo.n, n))
+			}
 		}
 		t1 := time.Now().UnixNano()
 		_ = hist.RecordValue(min(t1-t0, int64(time.Second)))
