@@ -129,7 +129,8 @@ func NewRecorder() *Recorder {
 }
 
 // Record adds one latency in nanoseconds. It allocates nothing, takes no lock
-// and makes no syscall: two uncontended atomic adds and a bucket increment. Only one goroutine may call Record or RecordAll.
+// and makes no syscall: two uncontended atomic adds and a bucket increment.
+// Only one goroutine may call Record or RecordAll.
 func (r *Recorder) Record(latencyNs int64) {
 	e := r.startEpoch.Add(1) - 1 // pairs with flip's Swap
 	b := r.buf[0]
