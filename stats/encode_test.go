@@ -51,7 +51,7 @@ func TestCountsEncoder_DecodesToTheSameHistogram(t *testing.T) {
 		func() { counts[0] = 1 },
 		func() { counts[countIndex(HighestValue)] = 3 },
 		func() { counts[1], counts[3], counts[6], counts[10] = 1, 2, 3, 4 }, // zero runs of 1, 2, 3
-		func() { counts[100], counts[101] = 1 << 62, 1<<56 + 12345 },
+		func() { counts[100], counts[101] = 1<<62, 1<<56+12345 },
 		func() {
 			r := rand.New(rand.NewPCG(1, 2))
 			for range 20000 {
