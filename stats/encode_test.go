@@ -104,3 +104,17 @@ func FuzzCountsEncoder(f *testing.F) {
 		encodeMatches(t, &e, counts)
 	})
 }
+
+// Encode trusts a Reporter's histogram only while it is the one the
+// Reporter encoded: a Hist changed afterwards is checked again.
+func TestEncode_ChecksAReporterHistChangedSince(t *testing.T) {
+	r := NewRecorder()
+	r.Record(1234)
+	m, err := NewReporter(Meta{Topic: "t", Subscriber: "s"}, r).Next(Counters{Received: 1})
+	require.NoError(t, err)
+	_, err = Encode(m)
+	require.NoError(t, err)
+	m.Hist = "HISTFAAAAbogus"
+	_, err = Encode(m)
+	assert.ErrorIs(t, err, ErrHistogram)
+}

@@ -68,7 +68,7 @@ func (p *Reporter) Next(totals Counters) (*Message, error) {
 	p.prev = totals.Received
 	// Encoded from the recorder's counts (countsEncoder); LatencyHistogram
 	// decodes it when asked.
-	m.Hist = hist
+	m.Hist, m.ours = hist, hist
 	return m, nil
 }
 
