@@ -56,9 +56,13 @@
 // its three nodes (this process hosts NATS and a Client; each child has one),
 // each signed by its sender and checked (ed25519, 62 µs here) by every other
 // node; with the interval at 2.5 s (a test build only) p99 went from 206 to
-// 71 µs while the floor's went from 30 to 56 µs (load 2). The floor and the
-// jitter probe run no bus, so a tickbus p99 beside theirs includes the
-// control plane's cost, as a deployment on so few cores would.
+// 71 µs while the floor's went from 30 to 56 µs (load 2; 639 -> 120 against
+// 110 -> 49 at load 5). The floor's and the jitter probe's processes run no
+// bus, so a tickbus p99 beside theirs includes the control plane's cost, as
+// a deployment on so few cores would. (With Config.Scaling the tickbus
+// case's Client, this process's, stays up through the later cases for the
+// scaling runs; any other tickbus node on the host heartbeats on the same
+// period and shows in every case's slow ticks.)
 //
 // Runs go one after another, never concurrently; every loop and wait is
 // bounded by a deadline; every child is stopped (killed if it hangs) when
