@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -340,20 +341,24 @@ const slotLine0 = 64 - SlotHeaderSize
 
 // putHead copies the part of p that shares the stamp's line into slot s
 // (after the header). A payload that fills it (every tick of 32 bytes or
-// more) is two 16-byte moves (MOVUPS), inlined, not a second
+// more) is four word loads and stores, inlined, not a second
 // runtime.memmove call beside the later lines' (a call per ring per tick
-// is what each extra subscriber costs; a [32]byte array copy is a
-// memmove call too, as the compiler cannot rule out overlap).
+// is what each extra subscriber costs; a fixed-size array copy is a
+// memmove call too, as the compiler cannot rule out overlap). Word loads,
+// not 16-byte ones: a payload a feed has just encoded with word stores
+// may still be in the store buffer (behind the previous tick's slot
+// stores, waiting for their lines), and a load that spans two stores
+// cannot be forwarded from it. (The tail's 16-byte moves, putTail, load
+// what memmove loaded before.)
 func putHead(s, p []byte) {
 	if len(p) < slotLine0 {
 		copy(s[SlotHeaderSize:], p)
 		return
 	}
-	_ = s[SlotHeaderSize+slotLine0-1]
-	d := unsafe.Add(unsafe.Pointer(unsafe.SliceData(s)), SlotHeaderSize)
-	q := unsafe.Pointer(unsafe.SliceData(p))
-	*(*[16]byte)(d) = *(*[16]byte)(q)
-	*(*[16]byte)(unsafe.Add(d, 16)) = *(*[16]byte)(unsafe.Add(q, 16))
+	le := binary.LittleEndian
+	d := (*[slotLine0 / 8]uint64)(unsafe.Pointer(&s[SlotHeaderSize])) // 8-aligned; a slot is at least 64 bytes (MinSlotSize)
+	_ = p[slotLine0-1]
+	d[0], d[1], d[2], d[3] = le.Uint64(p), le.Uint64(p[8:]), le.Uint64(p[16:]), le.Uint64(p[24:]) // little endian: the bytes as they are
 }
 
 // putTail copies the part of p after the stamp's line into slot s (the
