@@ -362,22 +362,21 @@ func putHead(s, p []byte) {
 }
 
 // putTail copies the part of p after the stamp's line into slot s (the
-// slot's later lines; s holds SlotHeaderSize+len(p) bytes). A tail of 8
-// to 32 bytes in whole words (a tick of 56 bytes has 24, the bench's
-// 64-byte message 32) is 16- and 8-byte moves (MOVUPS, MOVQ), inlined,
-// instead of a runtime.memmove call that spilled the caller's registers
-// around it once per ring per tick. Anything else is one copy.
+// slot's later lines; s holds SlotHeaderSize+len(p) bytes). A tail of 24
+// or 32 bytes (a tick of 56 bytes has 24, the bench's 64-byte message 32)
+// is 16- and 8-byte moves (MOVUPS, MOVQ), inlined, instead of a
+// runtime.memmove call that spilled the caller's registers around it once
+// per ring per tick; slice-to-array conversions keep them bounds-checked
+// (and checkptr-clean: no pointer past a short p is made). Anything else
+// is one copy.
 func putTail(s, p []byte) {
-	_ = s[SlotHeaderSize+len(p)-1] // the slot holds the payload (AddTarget checked MaxPayload)
-	d := unsafe.Add(unsafe.Pointer(unsafe.SliceData(s)), 64)
-	q := unsafe.Add(unsafe.Pointer(unsafe.SliceData(p)), slotLine0)
 	switch len(p) - slotLine0 {
-	case 32: // two moves: a [32]byte copy is a memmove call
-		*(*[16]byte)(d) = *(*[16]byte)(q)
-		*(*[16]byte)(unsafe.Add(d, 16)) = *(*[16]byte)(unsafe.Add(q, 16))
+	case 32: // two 16-byte moves (a [32]byte copy is a memmove call), bounds-checked array conversions
+		*(*[16]byte)(s[64:80]) = *(*[16]byte)(p[slotLine0:48])
+		*(*[16]byte)(s[80:96]) = *(*[16]byte)(p[48:64])
 	case 24:
-		*(*[16]byte)(d) = *(*[16]byte)(q)
-		*(*[8]byte)(unsafe.Add(d, 16)) = *(*[8]byte)(unsafe.Add(q, 16))
+		*(*[16]byte)(s[64:80]) = *(*[16]byte)(p[slotLine0:48])
+		*(*[8]byte)(s[80:88]) = *(*[8]byte)(p[48:56])
 	default:
 		if len(p) > slotLine0 {
 			copy(s[64:], p[slotLine0:])
