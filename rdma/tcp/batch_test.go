@@ -110,3 +110,28 @@ func TestQP_PostSendBatch_AllocatesNothing(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// WRITEs posted together to one region travel as one WRITE list, and each
+// is still checked at the target as if it came alone: one out of bounds
+// completes with StatusRemoteAccess, the one before it landed, the one
+// after it is flushed and lands nowhere, and the target counts the error.
+func TestQP_PostSendBatch_RemoteAccessErrorMidListFailsThatWrite(t *testing.T) {
+	a, b := pair(t, tcp.Config{})
+	binary.LittleEndian.PutUint64(a.MR.Bytes(), 0x0102030405060708)
+	out := batchWrite(a, b, 0, 8, 0, rdma.FlagSignaled)
+	out.Remote.Addr += uint64(len(b.MR.Bytes())) // just past the region
+	wrs := []rdma.WorkRequest{batchWrite(a, b, 0, 8, 0, rdma.FlagSignaled), out, batchWrite(a, b, 0, 8, 16, rdma.FlagSignaled)}
+	before := b.Dev.RemoteAccessErrors()
+	n, err := a.QP.(rdma.BatchPoster).PostSendBatch(wrs)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	var st []rdma.Status
+	for range 3 {
+		st = append(st, wait(t, a.CQ).Status)
+	}
+	assert.Equal(t, []rdma.Status{rdma.StatusSuccess, rdma.StatusRemoteAccess, rdma.StatusFlushed}, st)
+	assert.Equal(t, uint64(0x0102030405060708), binary.LittleEndian.Uint64(b.MR.Bytes()[0:]))
+	assert.Zero(t, binary.LittleEndian.Uint64(b.MR.Bytes()[16:]), "the WRITE after the refused one changes nothing")
+	assert.Equal(t, before+1, b.Dev.RemoteAccessErrors())
+	assert.Equal(t, rdma.QPError, a.QP.State())
+}

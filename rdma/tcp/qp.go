@@ -53,6 +53,12 @@ type QP struct {
 	sqMask   uint64
 	sqDepth  uint64
 	postBusy atomic.Bool
+	// ackStride: one WRITE or SEND in this many asks for an answer at once
+	// (reqAckNow), a quarter of the send queue; sinceAck counts them.
+	// Posting goroutine only.
+	ackStride uint64
+	sinceAck  uint64
+	list      openList // PostSendBatch's WRITE list being filled
 	// due counts the READs and atomics posted and not completed: answers a
 	// poster waits for, which the reaper spins for (answerDue).
 	due atomic.Int64
@@ -146,6 +152,7 @@ func newQP(d *Device, num uint32, cfg rdma.QPConfig, scq, rcq *CQ) *QP {
 	q.log = d.log.With().Uint32("qpn", num).Logger()
 	n := pow2(cfg.SendDepth)
 	q.sq, q.sqMask, q.sqDepth = make([]sqEntry, n), uint64(n-1), uint64(cfg.SendDepth)
+	q.ackStride = max(1, q.sqDepth/4)
 	q.compRing = make([]uint64, n)
 	n = pow2(cfg.RecvDepth)
 	q.rq, q.rqMask, q.rqDepth = make([]rdma.RecvRequest, n), uint64(n-1), uint64(cfg.RecvDepth)
