@@ -2,7 +2,9 @@ package tcp_test
 
 import (
 	"errors"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/rdma/tcp"
@@ -72,6 +74,7 @@ func BenchmarkPostSendBatch_Tick(b *testing.B) {
 	wrs[0].Op, wrs[1].Op = rdma.OpWrite, rdma.OpWrite
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		slot := (i % 512) * 64
 		wrs[0].Local, wrs[0].Remote = rdma.LocalSGE(a.MR, slot+8, 56), remote(bb.MR, slot+8)
@@ -105,6 +108,7 @@ func BenchmarkPostSendBatch_Tick(b *testing.B) {
 		}
 		idle.Idle(k)
 	}
+	reportCPU(b, cpu0, 1)
 }
 
 // BenchmarkPostSendBatch_Run64 is a batch of 64 ticks as ring.Writer posts
@@ -128,6 +132,7 @@ func BenchmarkPostSendBatch_Run64(b *testing.B) {
 	posts := 0
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		base := (i % 4) * slots * slot
 		wrs[0].Local, wrs[0].Remote = rdma.LocalSGE(a.MR, 8, slots*slot-8), remote(bb.MR, base+8)
@@ -165,4 +170,21 @@ func BenchmarkPostSendBatch_Run64(b *testing.B) {
 		idle.Idle(k)
 	}
 	b.ReportMetric(float64(b.N*slots)/b.Elapsed().Seconds(), "ticks/s")
+	reportCPU(b, cpu0, slots)
+}
+
+// processCPU is this process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the process's CPU time per tick since cpu0, both ends
+// of the pair and every goroutine included: on a loaded host the figure
+// that wall time per op is not.
+func reportCPU(b *testing.B, cpu0 time.Duration, ticksPerOp int) {
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*ticksPerOp), "cpu-ns/tick")
 }

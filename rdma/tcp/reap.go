@@ -31,6 +31,7 @@ func (q *QP) reap(c *rawConn) {
 		}
 		q.cmu.Lock()
 		err = q.onResponse(br, r)
+		q.giveUnused()
 		q.cmu.Unlock()
 		if err != nil {
 			break
@@ -80,7 +81,8 @@ func (q *QP) onResponse(br *bufio.Reader, r response) error {
 			if e.op != rdma.OpRead || r.len != e.len {
 				return fmt.Errorf("%w: READ response of %d bytes for seq %d (%s of %d)", ErrFrame, r.len, seq, e.op, e.len)
 			}
-			reg, dst, lst := q.localSpan(rdma.SGE{Addr: e.laddr, LKey: e.lkey, Len: e.len}, rdma.AccessLocalWrite, e.len)
+			d := q.sqDst[pos&q.sqMask]
+			reg, dst, lst := q.localSpan(rdma.SGE{Addr: d.laddr, LKey: d.lkey, Len: e.len}, rdma.AccessLocalWrite, e.len)
 			if lst != rdma.StatusSuccess { // the destination went away after the post
 				if _, err := br.Discard(int(r.len)); err != nil {
 					return err
@@ -99,7 +101,8 @@ func (q *QP) onResponse(br *bufio.Reader, r response) error {
 			if !e.op.IsAtomic() {
 				return fmt.Errorf("%w: atomic response for seq %d (%s)", ErrFrame, seq, e.op)
 			}
-			reg, dst, lst := q.localSpan(rdma.SGE{Addr: e.laddr, LKey: e.lkey, Len: 8}, rdma.AccessLocalWrite, 8)
+			d := q.sqDst[pos&q.sqMask]
+			reg, dst, lst := q.localSpan(rdma.SGE{Addr: d.laddr, LKey: d.lkey, Len: 8}, rdma.AccessLocalWrite, 8)
 			if lst != rdma.StatusSuccess {
 				q.markError()
 				q.complete(e, pos, lst)

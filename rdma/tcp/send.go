@@ -25,6 +25,7 @@ func (q *QP) PostSend(wr *rdma.WorkRequest) error {
 	}
 	spinAcquire(&q.postBusy)
 	queued, err := q.postSend(wr, false, false)
+	q.trimCredits()
 	if queued {
 		q.publish()
 	}
@@ -46,6 +47,10 @@ func (q *QP) PostSendBatch(wrs []rdma.WorkRequest) (int, error) {
 	unpublished := false
 	n := 0
 	var err error
+	q.inBatch = true
+	if need := len(wrs) - q.credits; need > 0 {
+		q.credits += q.scq.take(need + q.scq.stash) // one atomic for many requests, not one per request
+	}
 	for n < len(wrs) {
 		join := n+1 < len(wrs) && listable(&wrs[n], &wrs[n+1])
 		var queued bool
@@ -56,11 +61,24 @@ func (q *QP) PostSendBatch(wrs []rdma.WorkRequest) (int, error) {
 		n++
 	}
 	q.list.open = false
+	q.endBatch()
 	if unpublished {
 		q.publish()
 	}
 	q.postBusy.Store(false)
 	return n, err
+}
+
+// endBatch keeps at most the CQ's stash of the completion credits the batch
+// took and did not use, and lets go of the source region it kept pinned.
+// Posting goroutine only.
+func (q *QP) endBatch() {
+	q.inBatch = false
+	q.trimCredits()
+	if q.pin != nil {
+		q.pin.release()
+		q.pin = nil
+	}
 }
 
 // listable reports whether b may follow a in a WRITE list: both WRITEs to
@@ -112,7 +130,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 	if pos-q.retired.Load() >= q.sqDepth {
 		return false, rdma.ErrSendQueueFull
 	}
-	if !q.scq.reserve() { // room for the completion this request may make
+	if !q.reserve() { // room for the completion this request may make
 		return false, rdma.ErrSendQueueFull
 	}
 	e := sqEntry{id: wr.ID, op: wr.Op, signaled: q.cfg.SignalAll || wr.Flags&rdma.FlagSignaled != 0}
@@ -147,7 +165,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 		case wr.Local.Len > q.maxMsg:
 			st = rdma.StatusLocalLength
 		case wr.Local.Len > 0:
-			src, payload, st = q.localSpan(wr.Local, 0, wr.Local.Len)
+			src, payload, st = q.sourceSpan(wr.Local)
 		}
 		if st == rdma.StatusSuccess && uint32(len(payload)) > q.maxMsg {
 			st = rdma.StatusLocalLength
@@ -164,7 +182,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 			st = q.checkLocal(wr.Local, rdma.AccessLocalWrite, wr.Local.Len)
 		}
 		r.len = wr.Local.Len
-		e.laddr, e.lkey, e.len = wr.Local.Addr, wr.Local.LKey, wr.Local.Len
+		e.len = wr.Local.Len
 	case rdma.OpCompareAndSwap, rdma.OpFetchAndAdd:
 		switch {
 		case inline:
@@ -179,7 +197,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 		} else {
 			r.arg1 = wr.Add
 		}
-		e.laddr, e.lkey, e.len = wr.Local.Addr, wr.Local.LKey, 8
+		e.len = 8
 	default:
 		st = rdma.StatusLocalQPOp
 	}
@@ -217,7 +235,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 		if src != nil {
 			src.release()
 		}
-		q.scq.unreserve()
+		q.unreserve()
 		return false, rdma.ErrSendQueueFull
 	}
 	var hdr [reqHeaderLen]byte
@@ -248,7 +266,8 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 	if src != nil {
 		src.release()
 	}
-	if e.due = wr.Op == rdma.OpRead || wr.Op.IsAtomic(); e.due {
+	if e.due() {
+		q.sqDst[pos&q.sqMask] = sqDst{laddr: wr.Local.Addr, lkey: wr.Local.LKey}
 		q.due.Add(1) // before posted: the reaper spins once it sees either
 	}
 	q.sq[pos&q.sqMask] = e
@@ -279,6 +298,49 @@ func (q *QP) ackFlags(pos uint64, signaled bool) uint8 {
 // SEND worth an answer as soon as the responder's input runs dry: a poller
 // may wait for it. More outstanding means a stream, answered in bulk.
 const promptBelow = 16
+
+// reserve takes the credit for the completion a request may make: from
+// the QP's own stash (taken from the CQ many at a time: its atomic is on a
+// cache line that the CQ's poller and this QP's reaper write too), or from
+// the CQ. unreserve gives it back to the stash. Posting goroutine only.
+func (q *QP) reserve() bool {
+	if q.credits > 0 {
+		q.credits--
+		return true
+	}
+	return q.scq.reserve()
+}
+
+func (q *QP) unreserve() { q.credits++ }
+
+// trimCredits gives the CQ back what the stash holds beyond the CQ's
+// stash size. Posting goroutine only (or Close, holding postBusy).
+func (q *QP) trimCredits() {
+	if q.credits > q.scq.stash {
+		q.scq.give(q.credits - q.scq.stash)
+		q.credits = q.scq.stash
+	}
+}
+
+// sourceSpan returns the bytes of a WRITE's or SEND's source, with the
+// region to release after the copy, or nil when the batch holds it: a
+// PostSendBatch keeps its first source region pinned until endBatch, so
+// that the requests after it from the same region (a ring's staging) pay
+// neither the key lookup nor the pin.
+func (q *QP) sourceSpan(sge rdma.SGE) (*region, []byte, rdma.Status) {
+	if p := q.pin; p != nil && p.lkey == sge.LKey {
+		if b, ok := p.span(sge.Addr, uint64(sge.Len)); ok {
+			return nil, b, rdma.StatusSuccess
+		}
+		return nil, nil, rdma.StatusLocalProtection
+	}
+	r, b, st := q.localSpan(sge, 0, sge.Len)
+	if r != nil && q.inBatch && q.pin == nil {
+		q.pin = r
+		return nil, b, st
+	}
+	return r, b, st
+}
 
 // localSpan pins the local region behind sge and returns its n bytes.
 func (q *QP) localSpan(sge rdma.SGE, need rdma.Access, n uint32) (*region, []byte, rdma.Status) {
