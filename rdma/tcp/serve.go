@@ -204,15 +204,44 @@ func (s *responder) applyList(h *request, list []byte) error {
 	if err := checkList(list, h.imm); err != nil {
 		return err
 	}
+	// The checks of apply's WRITE (remoteSpan), with the region and the
+	// grant looked up and the region pinned once for the list.
+	q := s.q
+	reg := q.dev.keys.Load().byR[h.rkey]
+	ok := reg != nil && reg.access.Has(rdma.AccessRemoteWrite)
+	var g grantSpan
+	confined := false
+	if t := q.grants.Load(); t != nil { // pairs with Grant's Store
+		var granted bool
+		g, granted = (*t)[h.rkey]
+		confined, ok = true, ok && granted && g.access.Has(rdma.AccessRemoteWrite)
+	}
+	ok = ok && reg.acquire()
 	w := request{op: rdma.OpWrite, seq: h.seq, rkey: h.rkey}
 	for i := uint32(0); i < h.imm; i++ {
 		e, payload, rest, _ := nextElem(list) // checked above
 		list = rest
 		w.flags, w.len, w.raddr = e.flags, e.len, e.raddr
-		if err := s.apply(&w, payload); err != nil {
-			return err
+		n := uint64(w.len)
+		in := ok && (!confined || w.raddr >= g.lo && n <= g.hi-g.lo && w.raddr-g.lo <= g.hi-g.lo-n)
+		var dst []byte
+		if in {
+			dst, in = reg.span(w.raddr, n)
 		}
+		if !in {
+			if ok {
+				reg.release()
+			}
+			return s.refuse(&w, rdma.StatusRemoteAccess)
+		}
+		putBytes(dst, payload)
+		s.ackUpto = w.seq
+		s.wanted = s.wanted || w.flags&reqSignaled != 0
+		s.now = s.now || w.flags&reqAckNow != 0
 		w.seq++
+	}
+	if ok {
+		reg.release()
 	}
 	return nil
 }
