@@ -67,6 +67,9 @@ type QP struct {
 	inBatch bool
 	credits int
 	pin     *region
+	// npos is the next post index: posted, or ahead of it by the requests
+	// of a PostSendBatch, which stores posted once before it publishes.
+	npos uint64
 	// due counts the READs and atomics posted and not completed: answers a
 	// poster waits for, which the reaper spins for (answerDue).
 	due atomic.Int64

@@ -60,8 +60,11 @@ func (q *QP) PostSendBatch(wrs []rdma.WorkRequest) (int, error) {
 		unpublished = unpublished || queued
 		n++
 	}
-	q.list.open = false
+	q.closeList()
 	q.endBatch()
+	if q.posted.Load() != q.npos {
+		q.posted.Store(q.npos) // once per batch, before the flusher has its frames: pairs with the Loads in reap and drain
+	}
 	if unpublished {
 		q.publish()
 	}
@@ -126,7 +129,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 	default:
 		return false, errNotConnected
 	}
-	pos := q.posted.Load() // only this goroutine stores it
+	pos := q.npos
 	if pos-q.retired.Load() >= q.sqDepth {
 		return false, rdma.ErrSendQueueFull
 	}
@@ -205,15 +208,17 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 		if src != nil {
 			src.release()
 		}
-		q.list.open = false
+		q.closeList()
 		if unpublished {
-			q.publish() // the batch's earlier requests go first, as posted
+			q.posted.Store(pos) // the batch's earlier requests, before the flusher has them
+			q.publish()         // they go first, as posted
 		}
 		// As in verbs, a local error completes the request and moves the
 		// QP to ERR; earlier requests complete StatusFlushed.
 		e.status, e.preset, e.len = st, true, 0
 		q.sq[pos&q.sqMask] = e
-		q.posted.Store(pos + 1) // pairs with drain's Load
+		q.npos = pos + 1
+		q.posted.Store(pos + 1) // pairs with drain's Load; covers the batch's earlier requests
 		q.fail(rdma.StatusFlushed, errLocal)
 		q.drain() // in case the QP was already in ERR and fail did nothing
 		return false, nil
@@ -221,7 +226,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 	t, l := q.tx, &q.list
 	if l.open && (wr.Op != rdma.OpWrite || r.rkey != l.rkey || l.count == listMaxCount ||
 		uint64(l.bytes)+listElemLen+uint64(r.len) > uint64(min(listMaxBytes, q.maxMsg))) {
-		l.open = false
+		q.closeList()
 	}
 	opening := !l.open && join && wr.Op == rdma.OpWrite && listElemLen+uint64(r.len) <= uint64(min(listMaxBytes, q.maxMsg))
 	need := uint64(reqHeaderLen + len(payload))
@@ -248,16 +253,16 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 			t.write(hdr[:])
 		}
 		el := listElem{raddr: r.raddr, len: r.len, flags: r.flags}
-		el.put(hdr[:listElemLen])
-		t.write(hdr[:listElemLen])
+		if i := t.w & t.mask; i+listElemLen <= uint64(len(t.buf)) {
+			el.put(t.buf[i:]) // no wrap: straight into the buffer
+			t.w += listElemLen
+		} else {
+			el.put(hdr[:listElemLen])
+			t.write(hdr[:listElemLen])
+		}
 		t.write(payload)
 		l.count++
 		l.bytes += listElemLen + r.len
-		var patch [4]byte
-		binary.LittleEndian.PutUint32(patch[:], l.bytes)
-		t.writeAt(l.hdr+4, patch[:]) // the header's len
-		binary.LittleEndian.PutUint32(patch[:], l.count)
-		t.writeAt(l.hdr+28, patch[:]) // the header's imm: the count
 	default:
 		r.put(hdr[:])
 		t.write(hdr[:])
@@ -271,7 +276,10 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 		q.due.Add(1) // before posted: the reaper spins once it sees either
 	}
 	q.sq[pos&q.sqMask] = e
-	q.posted.Store(pos + 1) // pairs with the Loads in reap and drain
+	q.npos = pos + 1
+	if !q.inBatch {
+		q.posted.Store(pos + 1) // pairs with the Loads in reap and drain
+	}
 	return true, nil
 }
 
@@ -369,7 +377,8 @@ func (q *QP) checkLocal(sge rdma.SGE, need rdma.Access, n uint32) rdma.Status {
 // so it completes in order with its preset status.
 func (q *QP) enqueueFailed(pos uint64, e sqEntry) {
 	q.sq[pos&q.sqMask] = e
-	q.posted.Store(pos + 1) // pairs with drain's Load
+	q.npos = pos + 1
+	q.posted.Store(pos + 1) // pairs with drain's Load; covers the batch's earlier requests
 	q.drain()
 }
 
@@ -403,6 +412,22 @@ func (t *txRing) write(b []byte) {
 		copy(t.buf, b[n:])
 	}
 	t.w += uint64(len(b))
+}
+
+// closeList ends the open WRITE list, if any: its header gets its length
+// and count. Every path that ends a list, or publishes, calls it first.
+// Posting goroutine only.
+func (q *QP) closeList() {
+	l := &q.list
+	if !l.open {
+		return
+	}
+	l.open = false
+	var patch [4]byte
+	binary.LittleEndian.PutUint32(patch[:], l.bytes)
+	q.tx.writeAt(l.hdr+4, patch[:]) // the header's len
+	binary.LittleEndian.PutUint32(patch[:], l.count)
+	q.tx.writeAt(l.hdr+28, patch[:]) // the header's imm: the count
 }
 
 // writeAt overwrites the bytes at cursor pos (written, not yet published)
