@@ -71,7 +71,7 @@ const (
 //     outstanding (a poller may be waiting for just this one), not on
 //     the signalled ones of a stream, which the next reqAckNow answers.
 //   - reqAckNow: answer right after applying it, input buffered or not.
-//     The requester sets it on one request in a quarter of its send
+//     The requester sets it on one request in an eighth of its send
 //     queue, so that a stream gets room back long before its queue fills.
 //
 // Whatever is left unanswered is answered when no more input came for

@@ -56,7 +56,7 @@ type QP struct {
 	sqDepth  uint64
 	postBusy atomic.Bool
 	// ackStride: one WRITE or SEND in this many asks for an answer at once
-	// (reqAckNow), a quarter of the send queue; sinceAck counts them.
+	// (reqAckNow), an eighth of the send queue; sinceAck counts them.
 	// Posting goroutine only.
 	ackStride uint64
 	sinceAck  uint64
