@@ -20,6 +20,10 @@ func TestQP_SendBuffer_RewindsWhenDrainedAndLosesNothing(t *testing.T) {
 	const size = 4000
 	maxIndex := uint64(0)
 	for round := 0; round < 200; round++ { // 200 × 16 × ~4 KiB = 12.8 MiB
+		// The flusher stores its position after its write returns, which
+		// may be after the peer's answer: wait for it, so the first post
+		// of the round finds the buffer empty.
+		waitFor(t, "the flusher's position", q.SendDrained)
 		for i := 0; i < 16; i++ {
 			off := i * size
 			for j := 0; j < size; j++ {
