@@ -48,6 +48,22 @@
 // throughput runs. Scaling (Config.Scaling) runs tickbus-shm with 1, 2, 4, 8
 // subscribers and with 1, 2, 4 publishers on one counter.
 //
+// What the tail is made of (2 cores, two hot threads per case: any other
+// work displaces one of them, and a paced tick waits for it). Measured on
+// 2026-12-01 from the slow ticks' times (.slow.csv, below): in the tickbus
+// case the slow ticks came in bursts of 300-900 µs in a 250 ms cycle, three
+// per cycle, the bus's heartbeats (bus.Config.HeartbeatInterval, 250 ms) of
+// its three nodes (this process hosts NATS and a Client; each child has one),
+// each signed by its sender and checked (ed25519, 62 µs here) by every other
+// node; with the interval at 2.5 s (a test build only) p99 went from 206 to
+// 71 µs while the floor's went from 30 to 56 µs (load 2; 639 -> 120 against
+// 110 -> 49 at load 5). The floor's and the jitter probe's processes run no
+// bus, so a tickbus p99 beside theirs includes the control plane's cost, as
+// a deployment on so few cores would. (With Config.Scaling the tickbus
+// case's Client, this process's, stays up through the later cases for the
+// scaling runs; any other tickbus node on the host heartbeats on the same
+// period and shows in every case's slow ticks.)
+//
 // Runs go one after another, never concurrently; every loop and wait is
 // bounded by a deadline; every child is stopped (killed if it hangs) when
 // its run ends. Hot threads are pinned with Config.CPUs (and only then
@@ -56,7 +72,9 @@
 // Output: a table on stdout; Config.JSON, one object per case (fields of
 // Result; a figure a case lacks is null and its note says why); under
 // Config.Out one HdrHistogram log (.hlog) per case, scaling.json,
-// scaling.svg and, with Config.Profile, one CPU profile per child process.
+// scaling.svg and, with Config.Profile, one CPU profile per child process
+// and, beside a latency run's subscriber's, its slow ticks (.slow.csv: the
+// intended time and latency of each tick over 30 µs, to see when they came).
 //
 // Child processes run through internal/child roles registered in this
 // package's init; main and any TestMain that runs the bench call

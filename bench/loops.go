@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
+	"os"
+	"strings"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
@@ -123,6 +127,12 @@ type rxStats struct {
 // message's intended time. With echo set (ping-pong), it sends every
 // message back on echo unchanged. A sequence it never saw is counted lost.
 func subLoop(rx rxPort, echo txPort, latency bool, pubs int, deadline int64) (rxStats, error) {
+	return subLoopSlow(rx, echo, latency, pubs, deadline, nil)
+}
+
+// subLoopSlow is subLoop that also notes, with slow set, every tick of a
+// latency run slower than slowOver (slowLog).
+func subLoopSlow(rx rxPort, echo txPort, latency bool, pubs int, deadline int64, slow *slowLog) (rxStats, error) {
 	st := rxStats{hist: newHist(), startNs: math.MaxInt64}
 	expect := int64(-1)
 	for ends := 0; ends < pubs; {
@@ -153,6 +163,9 @@ func subLoop(rx rxPort, echo txPort, latency bool, pubs int, deadline int64) (rx
 			now := nanotime()
 			st.lastNs = now
 			record(st.hist, now-ts)
+			if slow != nil && now-ts > slowOver {
+				slow.note(ts, now-ts)
+			}
 			continue
 		}
 		// Throughput: read the clock every 64 ticks, not per tick.
@@ -164,6 +177,55 @@ func subLoop(rx rxPort, echo txPort, latency bool, pubs int, deadline int64) (rx
 		}
 	}
 	return st, nil
+}
+
+// slowLog holds the intended time and latency of each tick slower than
+// slowOver, up to slowMax of them, in memory allocated before the run: when
+// the slow ticks of a latency run happen tells what they waited for (a
+// period points at a timer: the bus's heartbeats, doc.go). A child writes
+// it beside its profile (Config.Profile), as CSV.
+type slowLog struct{ at, lat []int64 }
+
+const (
+	slowOver = int64(30 * time.Microsecond)
+	slowMax  = 1 << 17
+)
+
+func newSlowLog() *slowLog {
+	return &slowLog{at: make([]int64, 0, slowMax), lat: make([]int64, 0, slowMax)}
+}
+
+func (s *slowLog) note(at, lat int64) {
+	if len(s.at) < cap(s.at) {
+		s.at, s.lat = append(s.at, at), append(s.lat, lat)
+	}
+}
+
+// slowPath is the slow-tick file beside a child's profile ("" for none).
+func slowPath(profile string) string {
+	if profile == "" {
+		return ""
+	}
+	return strings.TrimSuffix(profile, ".pprof") + ".slow.csv"
+}
+
+// write puts the log into path: a header, then one "intended_ns,latency_ns"
+// line per slow tick, times CLOCK_MONOTONIC.
+func (s *slowLog) write(path string) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: slow ticks: %w", err)
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	w := bufio.NewWriter(f)
+	fmt.Fprintf(w, "# ticks slower than %d ns (at most %d), intended send time (CLOCK_MONOTONIC ns) and latency (ns)\nintended_ns,latency_ns\n", slowOver, slowMax)
+	for i := range s.at {
+		fmt.Fprintf(w, "%d,%d\n", s.at[i], s.lat[i])
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("bench: slow ticks: %w", err)
+	}
+	return nil
 }
 
 // txStats is what a publisher loop did.

@@ -55,7 +55,7 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 	var procs []*proc
 	defer func() {
 		for _, p := range procs {
-			_, serr := p.stop(3 * time.Second)
+			_, serr := p.stop(childExitWait)
 			if serr != nil && err == nil {
 				err = serr
 			}
@@ -97,6 +97,12 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 		}
 	})
 }
+
+// childExitWait is how long a child that has reported may take to exit
+// once its stdin closes before it is killed (an error). A child exits in
+// milliseconds; under -race on a loaded 2-core host one floor subscriber
+// took over 3 s (TestRun_PingPong_MeasuresRoundTrips, load 14-18).
+const childExitWait = 15 * time.Second
 
 // collect waits for every publisher's and subscriber's final report and
 // sums them into ph.

@@ -244,7 +244,14 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 		}()
 	}
 	cpu0 := selfCPU()
-	st, err := subLoop(rx, tx, a.mode == modeLatency, a.pubs, deadline)
+	var slow *slowLog
+	if a.mode == modeLatency && a.pprof != "" {
+		slow = newSlowLog()
+	}
+	st, err := subLoopSlow(rx, tx, a.mode == modeLatency, a.pubs, deadline, slow)
+	if slow != nil {
+		err = errors.Join(err, slow.write(slowPath(a.pprof)))
+	}
 	if errors.Is(err, errStopped) {
 		err = nil // every publisher is done; the lost end marks are counted as lost sequences already
 	}

@@ -252,20 +252,19 @@ func BenchmarkPubSub(b *testing.B) {
 				if p.lease {
 					tp.w.SetLeaseEnd(time.Now().Add(time.Hour))
 				}
-				benchPubSub(b, tp.w, r.Reader(), batch)
+				benchPubSub(b, tp.w, r.Reader(), batch, &nopHandler{})
 			})
 		}
 	}
 }
 
-func benchPubSub(b *testing.B, w *Writer, rd *Reader, batch int) {
+func benchPubSub(b *testing.B, w *Writer, rd *Reader, batch int, h counter) {
 	ticks := make([]Tick, batch)
 	for i := range ticks {
 		ticks[i].Payload = make([]byte, 64)
 	}
 	n := rd.Next() - 1 + uint64(b.N)
 	done := make(chan struct{})
-	h := &nopHandler{}
 	b.ReportAllocs()
 	b.ResetTimer()
 	c0 := cpuNow()
@@ -293,10 +292,18 @@ func benchPubSub(b *testing.B, w *Writer, rd *Reader, batch int) {
 	b.StopTimer()
 	reportCPU(b, c0)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ticks/s")
-	if h.events != 0 {
-		b.Fatalf("%d events", h.events)
+	if ev := h.eventCount(); ev != 0 {
+		b.Fatalf("%d events", ev)
 	}
 }
+
+// counter is a benchmark's handler that counts the events it got.
+type counter interface {
+	Handler
+	eventCount() int
+}
+
+func (h *nopHandler) eventCount() int { return h.events }
 
 // BenchmarkSlotFloor is the in-process floor of a single-tick Publish:
 // header, 64-byte payload and stamp stored straight into a mapped-size

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 )
@@ -44,3 +45,33 @@ func BenchmarkPoll_Batch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPubSub_ReadPayload is BenchmarkPubSub's direct case with a
+// handler that reads every payload word, as a decoder does: a 64-byte
+// payload puts the slot's second cache line on the subscriber's path
+// (BenchmarkPubSub's handler only counts).
+func BenchmarkPubSub_ReadPayload(b *testing.B) {
+	for _, batch := range []int{1, 32} {
+		b.Run(map[int]string{1: "single", 32: "batch32"}[batch], func(b *testing.B) {
+			tp, r := benchTopo(b, 0, Reliable, 1<<12, WriterConfig{Timeout: 10 * time.Second})
+			benchPubSub(b, tp.w, r.Reader(), batch, &payloadHandler{})
+		})
+	}
+}
+
+// payloadHandler sums every 8-byte word of the payloads it gets.
+type payloadHandler struct {
+	sum    uint64
+	events int
+}
+
+func (h *payloadHandler) OnTicks(ts []Tick) {
+	for i := range ts {
+		p := ts[i].Payload
+		for k := 0; k+8 <= len(p); k += 8 {
+			h.sum += binary.LittleEndian.Uint64(p[k:])
+		}
+	}
+}
+func (h *payloadHandler) OnEvent(Event)   { h.events++ }
+func (h *payloadHandler) eventCount() int { return h.events }

@@ -6,8 +6,9 @@
 // lock, no syscall, two uncontended atomic adds. A reader (the stats loop)
 // calls Snapshot or SnapshotInto once an interval; a writer–reader phaser, as
 // in HdrHistogram's Recorder, flips the writer onto the second of two
-// histograms and waits only for a record already in flight, so the writer is
-// never blocked.
+// buffers of bucket counts (indexed as the histogram's own) and waits only
+// for a record already in flight, so the writer is never blocked; the
+// snapshot moves the counts into the interval's histogram.
 //
 // Every interval a Reporter turns the recorder's interval histogram and the
 // subscriber's counters into a Message: topic, subscriber, host, provider,

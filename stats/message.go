@@ -59,6 +59,7 @@ type Message struct {
 	Hist string `json:"hist"`
 
 	hist *hdrhistogram.Histogram // decoded Hist, set by Decode and Encode
+	ours string                  // Hist as this package's Reporter encoded it (Encode skips its header check)
 }
 
 // LatencyHistogram returns the decoded interval histogram. The histogram is
@@ -95,9 +96,10 @@ func Encode(m *Message) ([]byte, error) {
 	if err := m.validateFields(); err != nil {
 		return nil, err
 	}
-	// A histogram this process encoded (SetHistogram, Reporter) needs only
-	// its header checked; Decode checks everything on the other side.
-	if m.hist == nil {
+	// A histogram this process encoded needs only its header checked
+	// (SetHistogram), or nothing (a Reporter's, unchanged since); Decode
+	// checks everything on the other side.
+	if m.hist == nil && (m.ours == "" || m.Hist != m.ours) {
 		if err := checkHistHeader(m.Hist); err != nil {
 			return nil, err
 		}

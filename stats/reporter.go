@@ -31,6 +31,7 @@ type Reporter struct {
 	meta Meta
 	rec  *Recorder
 	iv   Interval
+	enc  countsEncoder
 	prev uint64
 }
 
@@ -42,7 +43,10 @@ func NewReporter(meta Meta, rec *Recorder) *Reporter {
 // Next ends the recorder's interval and returns its message. Received is a
 // total; the rate is its increase over the interval.
 func (p *Reporter) Next(totals Counters) (*Message, error) {
-	p.rec.SnapshotInto(&p.iv)
+	hist, err := p.rec.snapshotEncoded(&p.iv, &p.enc)
+	if err != nil {
+		return nil, err
+	}
 	m := &Message{
 		Version:    Version,
 		Topic:      p.meta.Topic,
@@ -62,12 +66,9 @@ func (p *Reporter) Next(totals Counters) (*Message, error) {
 		m.Rate = float64(totals.Received-p.prev) / d
 	}
 	p.prev = totals.Received
-	// The interval's histogram goes back to the recorder at the next Next:
-	// encode it now and do not keep it in the message.
-	if err := m.SetHistogram(p.iv.Histogram); err != nil {
-		return nil, err
-	}
-	m.hist = nil
+	// Encoded from the recorder's counts (countsEncoder); LatencyHistogram
+	// decodes it when asked.
+	m.Hist, m.ours = hist, hist
 	return m, nil
 }
 

@@ -13,8 +13,9 @@
 // into a per-topic HdrHistogram through stats's zero-alloc
 // Recorder; a stats loop publishes an interval message on the bus every
 // StatsInterval and hands it to Config.OnStats. The receive time is read
-// once per batch, as it is delivered; the histogram is updated at the start
-// of the next Poll (and at Close), after the caller has the ticks.
+// once per batch, as it is delivered; the histogram is updated by the next
+// empty Poll, or by a Poll that starts with 16 or more latencies held (a
+// saturated loop), and at Close: after the caller has the ticks.
 //
 // Joining a running topic: before it answers a publisher's connect (so
 // before that publisher can add the ring), the subscriber asks the topic's

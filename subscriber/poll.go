@@ -18,11 +18,14 @@ func (s *Subscriber) Poll() int {
 		// learnStart's wait is bounded.
 		return 0
 	}
-	if s.h.lat.n > 0 {
-		s.h.lat.record(s.rec) // the last poll's ticks are out: now their latencies
+	if s.h.lat.n >= latencyRun {
+		s.h.lat.record(s.rec) // earlier polls' ticks are out: now their latencies
 	}
 	n := s.reader.Poll(&s.h)
 	if n == 0 {
+		if s.h.lat.n > 0 {
+			s.h.lat.record(s.rec) // idle: whatever is held
+		}
 		s.h.clock.idled()
 	}
 	return n

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tickbus/tickbus/ring"
 	"github.com/tickbus/tickbus/subscriber"
 	"github.com/tickbus/tickbus/tick"
 )
@@ -67,5 +68,54 @@ func BenchmarkPoll(b *testing.B) {
 	})
 	if h.events != 0 {
 		b.Fatalf("%d events", h.events)
+	}
+}
+
+// BenchmarkPoll_Batch is the subscriber's side of a tick delivered in a run
+// (what a subscriber keeping up with a flood does): ticks published outside
+// the timer in chunks of 4096 (one PublishNs per chunk of 64, as a batched
+// publisher stamps them), polled in runs of 256 (the bench's WithBatch), each
+// tick's latency taken and recorded and the handler called. ns and cpu-ns
+// are per tick; in-process and cache-warm, the CPU the subscriber adds.
+func BenchmarkPoll_Batch(b *testing.B) {
+	for _, mode := range []ring.Mode{ring.Lossy, ring.Reliable} {
+		b.Run(mode.String(), func(b *testing.B) { benchPollBatch(b, mode) })
+	}
+}
+
+func benchPollBatch(b *testing.B, mode ring.Mode) {
+	var h counting
+	pub, sub := benchRigWith(b, "bench-pollbatch-"+mode.String(), &h, func(c *subscriber.Config) { c.Slots, c.MaxBatch, c.Mode = 1<<13, 256, mode })
+	batch := make([]ring.Tick, 64)
+	for i := range batch {
+		batch[i] = ring.Tick{Type: tick.MessageType, Payload: make([]byte, tick.Size)}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var cpu time.Duration
+	for done := 0; done < b.N; {
+		b.StopTimer()
+		k := min(4096, (b.N-done+63)&^63)
+		for sent := 0; sent < k; sent += len(batch) {
+			now := time.Now().UnixNano()
+			for i := range batch {
+				batch[i].PublishNs = now
+			}
+			if _, err := pub.PublishBatch(batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		c0 := cpuNow()
+		for got := 0; got < k; {
+			got += sub.Poll()
+		}
+		cpu += cpuNow() - c0
+		done += k
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+	if h.events != 0 || h.ticks < b.N {
+		b.Fatalf("%d events, %d of %d ticks", h.events, h.ticks, b.N)
 	}
 }
