@@ -325,13 +325,11 @@ func putSlot(t *target, seq uint64, body *slotBody, payload []byte) {
 		stampStore(&h.Stamp, StampBusy)
 	}
 	b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (layout.go)
-	if n := len(payload); n > slotLine0 {
-		// The lines after the stamp's first, then the stamp's line whole:
-		// its stores (header, payload head, stamp) leave the store buffer
-		// back to back, so a reader polling the stamp cannot take the line
-		// between the header and the stamp while a later line is fetched.
-		copy(s[SlotHeaderSize+slotLine0:], payload[slotLine0:])
-	}
+	// The lines after the stamp's first, then the stamp's line whole:
+	// its stores (header, payload head, stamp) leave the store buffer
+	// back to back, so a reader polling the stamp cannot take the line
+	// between the header and the stamp while a later line is fetched.
+	putTail(s, payload)
 	b[0], b[1], b[2] = body.ns, body.lenTypFl, body.pubCheck
 	putHead(s, payload)
 	stampStore(&h.Stamp, seq)
@@ -346,7 +344,12 @@ const slotLine0 = 64 - SlotHeaderSize
 // more) is four word loads and stores, inlined, not a second
 // runtime.memmove call beside the later lines' (a call per ring per tick
 // is what each extra subscriber costs; a fixed-size array copy is a
-// memmove call too, as the compiler cannot rule out overlap).
+// memmove call too, as the compiler cannot rule out overlap). Word loads,
+// not 16-byte ones: a payload a feed has just encoded with word stores
+// may still be in the store buffer (behind the previous tick's slot
+// stores, waiting for their lines), and a load that spans two stores
+// cannot be forwarded from it. (The tail's 16-byte moves, putTail, load
+// what memmove loaded before.)
 func putHead(s, p []byte) {
 	if len(p) < slotLine0 {
 		copy(s[SlotHeaderSize:], p)
@@ -356,6 +359,29 @@ func putHead(s, p []byte) {
 	d := (*[slotLine0 / 8]uint64)(unsafe.Pointer(&s[SlotHeaderSize])) // 8-aligned; a slot is at least 64 bytes (MinSlotSize)
 	_ = p[slotLine0-1]
 	d[0], d[1], d[2], d[3] = le.Uint64(p), le.Uint64(p[8:]), le.Uint64(p[16:]), le.Uint64(p[24:]) // little endian: the bytes as they are
+}
+
+// putTail copies the part of p after the stamp's line into slot s (the
+// slot's later lines; s holds SlotHeaderSize+len(p) bytes). A tail of 24
+// or 32 bytes (a tick of 56 bytes has 24, the bench's 64-byte message 32)
+// is 16- and 8-byte moves (MOVUPS, MOVQ), inlined, instead of a
+// runtime.memmove call that spilled the caller's registers around it once
+// per ring per tick; slice-to-array conversions keep them bounds-checked
+// (and checkptr-clean: no pointer past a short p is made). Anything else
+// is one copy.
+func putTail(s, p []byte) {
+	switch len(p) - slotLine0 {
+	case 32: // two 16-byte moves (a [32]byte copy is a memmove call), bounds-checked array conversions
+		*(*[16]byte)(s[64:80]) = *(*[16]byte)(p[slotLine0:48])
+		*(*[16]byte)(s[80:96]) = *(*[16]byte)(p[48:64])
+	case 24:
+		*(*[16]byte)(s[64:80]) = *(*[16]byte)(p[slotLine0:48])
+		*(*[8]byte)(s[80:88]) = *(*[8]byte)(p[48:56])
+	default:
+		if len(p) > slotLine0 {
+			copy(s[64:], p[slotLine0:])
+		}
+	}
 }
 
 // directBatch is directTick for the consecutive sequences first.. of
@@ -390,9 +416,7 @@ func putRun(t *target, first uint64, bodies []slotBody, ticks []Tick) {
 		}
 		b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (slotBody)
 		p := ticks[i].Payload
-		if len(p) > slotLine0 { // later lines first, as putSlot
-			copy(s[SlotHeaderSize+slotLine0:], p[slotLine0:])
-		}
+		putTail(s, p) // later lines first, as putSlot
 		b[0], b[1], b[2] = bodies[i].ns, bodies[i].lenTypFl, bodies[i].pubCheck
 		putHead(s, p)
 		stampStore(&h.Stamp, seq) // release; pairs with the reader's load of the stamp

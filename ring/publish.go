@@ -28,9 +28,12 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 	if len(payload) > w.maxPayload {
 		return 0, ErrPayloadTooLarge
 	}
-	tl, err := w.begin()
-	if err != nil {
-		return 0, err
+	tl := w.ready()
+	if tl == nil {
+		var err error
+		if tl, err = w.beginSlow(); err != nil {
+			return 0, err
+		}
 	}
 	if tl.direct {
 		if seq, claimed, err := w.leanTick(tl, typ, payload, publishNs); claimed {
@@ -81,9 +84,12 @@ func (w *Writer) PublishBatch(ticks []Tick) (uint64, error) {
 			return 0, ErrPayloadTooLarge
 		}
 	}
-	tl, err := w.begin()
-	if err != nil {
-		return 0, err
+	tl := w.ready()
+	if tl == nil {
+		var err error
+		if tl, err = w.beginSlow(); err != nil {
+			return 0, err
+		}
 	}
 	if tl.direct {
 		if first, claimed, err := w.leanBatch(tl, ticks); claimed {
@@ -209,13 +215,24 @@ func (w *Writer) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int
 }
 
 // begin starts a publish: it checks the writer is usable and loads the
-// target list. Inlined: anything unusual is beginSlow's.
+// target list; anything unusual is beginSlow's.
 func (w *Writer) begin() (*targetList, error) {
+	if tl := w.ready(); tl != nil {
+		return tl, nil
+	}
+	return w.beginSlow()
+}
+
+// ready is begin's common case, inlined into Publish and PublishBatch (a
+// call in it, as begin has, put it over the inlining budget): the target
+// list (never nil: NewWriter stores one) of a usable writer with nothing
+// to sweep, or nil: call beginSlow.
+func (w *Writer) ready() *targetList {
 	if w.closed.Load() || w.broken != nil || w.sweep || w.retire.Load() { // pairs with the Stores in Close and removeLocked
-		return w.beginSlow()
+		return nil
 	}
 	w.deadline = 0
-	return w.targets.Load(), nil // pairs with the Store in AddTarget/RemoveTarget
+	return w.targets.Load() // pairs with the Store in AddTarget/RemoveTarget
 }
 
 // beginSlow is begin for a closed or broken writer, or one with dropped

@@ -13,6 +13,10 @@ func soloStore(p *uint64, v uint64) { *p = v }
 // inlined: on x86-TSO it is a release store (the reader in the other
 // process sees every earlier store of the slot first). The compiler keeps
 // Go stores in program order, and the slot's copy between the StampBusy
-// and the final stamp (runtime.memmove, or loads of the image if ever
-// inlined) keeps the first from being taken for a dead store.
+// and the final stamp keeps the first from being taken for a dead store:
+// loads of the payload (putHead's and putTail's, inlined), a
+// runtime.memmove call for other lengths, and the branches between them
+// (Go's dead-store pass works within one block and stops at a load).
+// go tool objdump shows the MOVQ $-1 of StampBusy in leanTick, putSlot
+// and putRun.
 func stampStore(p *uint64, v uint64) { *p = v }

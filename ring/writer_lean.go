@@ -109,9 +109,7 @@ func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) 
 		b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (slotBody)
 		// The lines after the stamp's first, then the stamp's line whole
 		// (putSlot).
-		if len(payload) > slotLine0 {
-			copy(s[SlotHeaderSize+slotLine0:], payload[slotLine0:])
-		}
+		putTail(s, payload)
 		b[0], b[1], b[2] = uint64(ns), b1, b2
 		putHead(s, payload)
 		stampStore(&h.Stamp, c) // release; pairs with the reader's load of the stamp

@@ -248,3 +248,157 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// refCheck is the wire form's rules written out field by field, as the
+// package documents them: the model the branch-free check must match.
+func refCheck(b []byte) bool {
+	if len(b) != Size || b[offVersion] != Version || b[offKind] < 1 || b[offKind] > 3 {
+		return false
+	}
+	if uint16(b[offFlags])|uint16(b[offFlags+1])<<8 > uint16(FlagsDefined) {
+		return false
+	}
+	v := b[offVenue : offVenue+4]
+	if v[0]|v[1]|v[2]|v[3] != 0 {
+		for _, c := range v {
+			if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+				return false
+			}
+		}
+	}
+	for _, c := range b[offInstrument : offInstrument+8] {
+		if c != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Every value of every byte of the checked words, one byte at a time from
+// a good tick and from one with no venue: the SWAR check agrees with the
+// field-by-field rules on each (2 x 16 x 256 cases).
+func TestTick_Check_MatchesTheFieldRulesForEveryByteValue(t *testing.T) {
+	in := sample()
+	good := make([]byte, Size)
+	_, err := Encode(good, &in)
+	require.NoError(t, err)
+	noVenue := append([]byte(nil), good...)
+	copy(noVenue[offVenue:], []byte{0, 0, 0, 0})
+	for _, base := range [][]byte{good, noVenue} {
+		require.NoError(t, Check(base))
+		for i := 0; i < 16; i++ {
+			for c := 0; c < 256; c++ {
+				b := append([]byte(nil), base...)
+				b[i] = byte(c)
+				want := refCheck(b)
+				err := Check(b)
+				if want != (err == nil) {
+					t.Fatalf("byte %d = %#x: Check %v, rules say ok=%v", i, c, err, want)
+				}
+				var out Tick
+				if want != (Decode(b, &out) == nil) {
+					t.Fatalf("byte %d = %#x: Decode disagrees with the rules (ok=%v)", i, c, want)
+				}
+			}
+		}
+	}
+}
+
+// Two venue bytes at once, every pair of values: a venue is valid iff all
+// four bytes are letters or digits or all are zero (a lone zero is not).
+func TestVenue_Valid_MatchesTheRuleForEveryPairOfBytes(t *testing.T) {
+	for a := 0; a < 256; a++ {
+		for c := 0; c < 256; c++ {
+			for _, v := range []Venue{{byte(a), byte(c), 'X', '1'}, {byte(a), 0, 0, byte(c)}} {
+				b := make([]byte, Size)
+				b[offVersion], b[offKind], b[offInstrument] = Version, byte(Trade), 1
+				copy(b[offVenue:], v[:])
+				if want := refCheck(b); v.Valid() != want {
+					t.Fatalf("venue %q: Valid %v, want %v", v[:], v.Valid(), want)
+				}
+			}
+		}
+	}
+}
+
+// FuzzCheck: on any bytes, Check and Decode accept exactly what the
+// field-by-field rules accept, and a refusal names a cause that the rules
+// also see (the first failing field, in the documented order).
+func FuzzCheck(f *testing.F) {
+	good := make([]byte, Size)
+	in := sample()
+	if _, err := Encode(good, &in); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add(make([]byte, Size))
+	bad := append([]byte(nil), good...)
+	bad[offVenue+2] = 0
+	f.Add(bad)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := refCheck(b)
+		err := Check(b)
+		if want != (err == nil) {
+			t.Fatalf("Check(%x) = %v, rules say ok=%v", b, err, want)
+		}
+		var out Tick
+		derr := Decode(b, &out)
+		if !errors.Is(derr, err) && derr != err {
+			t.Fatalf("Decode says %v, Check %v", derr, err)
+		}
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("error %v does not wrap ErrMalformed", err)
+		}
+		var cause error
+		switch {
+		case len(b) != Size:
+			cause = errLength
+		case b[offVersion] != Version:
+			cause = errVersion
+		case b[offKind] < 1 || b[offKind] > 3:
+			cause = errWireKind
+		case uint16(b[offFlags])|uint16(b[offFlags+1])<<8 > uint16(FlagsDefined):
+			cause = errWireFlags
+		case !Venue(b[offVenue : offVenue+4]).Valid():
+			cause = errWireVenue
+		default:
+			cause = errWireInstr
+		}
+		if err != cause {
+			t.Fatalf("Check(%x) = %v, want %v", b, err, cause)
+		}
+	})
+}
+
+// FuzzEncode: Encode accepts exactly the ticks Validate accepts, writes
+// nothing otherwise, and what it writes decodes back to the tick.
+func FuzzEncode(f *testing.F) {
+	s := sample()
+	f.Add(s.Instrument, s.Venue[:], uint8(s.Kind), uint16(s.Flags), s.Price, s.Size, s.ExchSeq)
+	f.Add(uint64(0), []byte("XNAS"), uint8(1), uint16(0), int64(1), uint64(1), uint64(0))
+	f.Add(uint64(1), []byte{0, 0, 0, 0}, uint8(3), uint16(0x1f), int64(-1), uint64(0), uint64(9))
+	f.Add(uint64(1), []byte("xnas"), uint8(4), uint16(0x20), int64(0), uint64(0), uint64(0))
+	f.Fuzz(func(t *testing.T, instr uint64, venue []byte, kind uint8, flags uint16, price int64, size, xseq uint64) {
+		in := Tick{Instrument: instr, Kind: Kind(kind), Flags: Flags(flags), Price: price, Size: size,
+			ExchTime: price ^ 5, PubTime: int64(size), ExchSeq: xseq}
+		copy(in.Venue[:], venue)
+		buf := bytes.Repeat([]byte{0xAA}, Size)
+		n, err := Encode(buf, &in)
+		if verr := in.Validate(); verr != nil {
+			if err != verr || n != 0 || !bytes.Equal(buf, bytes.Repeat([]byte{0xAA}, Size)) {
+				t.Fatalf("Encode(%+v) = %d, %v; Validate says %v", in, n, err, verr)
+			}
+			return
+		}
+		if err != nil || n != Size {
+			t.Fatalf("Encode(%+v) = %d, %v, want a tick", in, n, err)
+		}
+		var out Tick
+		if err := Decode(buf, &out); err != nil || out != in {
+			t.Fatalf("decoded %+v, %v; want %+v", out, err, in)
+		}
+	})
+}

@@ -74,15 +74,7 @@ func ParseVenue(s string) (Venue, error) {
 
 // Valid reports whether v is all zero or four upper-case letters or digits.
 func (v Venue) Valid() bool {
-	if v == (Venue{}) {
-		return true
-	}
-	for _, c := range v {
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
+	return wireBad(Version|uint64(Trade)<<8|uint64(le.Uint32(v[:]))<<32, 1) == 0 // a valid tick but for v
 }
 
 func (v Venue) String() string {
