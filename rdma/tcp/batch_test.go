@@ -110,3 +110,48 @@ func TestQP_PostSendBatch_AllocatesNothing(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// WRITEs posted together to one region travel as one WRITE list, and each
+// is still checked at the target as if it came alone: one out of bounds
+// completes with StatusRemoteAccess, the one before it landed, the one
+// after it is flushed and lands nowhere, and the target counts the error.
+func TestQP_PostSendBatch_RemoteAccessErrorMidListFailsThatWrite(t *testing.T) {
+	a, b := pair(t, tcp.Config{})
+	binary.LittleEndian.PutUint64(a.MR.Bytes(), 0x0102030405060708)
+	out := batchWrite(a, b, 0, 8, 0, rdma.FlagSignaled)
+	out.Remote.Addr += uint64(len(b.MR.Bytes())) // just past the region
+	wrs := []rdma.WorkRequest{batchWrite(a, b, 0, 8, 0, rdma.FlagSignaled), out, batchWrite(a, b, 0, 8, 16, rdma.FlagSignaled)}
+	before := b.Dev.RemoteAccessErrors()
+	n, err := a.QP.(rdma.BatchPoster).PostSendBatch(wrs)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	var st []rdma.Status
+	for range 3 {
+		st = append(st, wait(t, a.CQ).Status)
+	}
+	assert.Equal(t, []rdma.Status{rdma.StatusSuccess, rdma.StatusRemoteAccess, rdma.StatusFlushed}, st)
+	assert.Equal(t, uint64(0x0102030405060708), binary.LittleEndian.Uint64(b.MR.Bytes()[0:]))
+	assert.Zero(t, binary.LittleEndian.Uint64(b.MR.Bytes()[16:]), "the WRITE after the refused one changes nothing")
+	assert.Equal(t, before+1, b.Dev.RemoteAccessErrors())
+	assert.Equal(t, rdma.QPError, a.QP.State())
+}
+
+// A WRITE list to a confined QP is checked against its grant WRITE by
+// WRITE: the one outside the granted range is refused, the one inside
+// landed.
+func TestQP_PostSendBatch_ListOutsideTheGrantIsRefused(t *testing.T) {
+	a, b := pair(t, tcp.Config{})
+	g, err := b.QP.GrantRange(b.MR, 0, 64, rdma.AccessRemoteWrite)
+	require.NoError(t, err)
+	binary.LittleEndian.PutUint64(a.MR.Bytes(), 7)
+	in := rdma.WorkRequest{ID: 1, Op: rdma.OpWrite, Flags: rdma.FlagSignaled, Local: rdma.LocalSGE(a.MR, 0, 8), Remote: rdma.RemoteAddr{Addr: g.Addr + 56, RKey: g.RKey}}
+	out := in
+	out.ID, out.Remote.Addr = 2, g.Addr+64 // just past the grant, inside the region
+	n, err := a.QP.(rdma.BatchPoster).PostSendBatch([]rdma.WorkRequest{in, out})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	assert.Equal(t, rdma.StatusSuccess, wait(t, a.CQ).Status)
+	assert.Equal(t, rdma.StatusRemoteAccess, wait(t, a.CQ).Status)
+	assert.Equal(t, uint64(7), binary.LittleEndian.Uint64(b.MR.Bytes()[56:]))
+	assert.Zero(t, binary.LittleEndian.Uint64(b.MR.Bytes()[64:]))
+}

@@ -24,6 +24,10 @@ type CQ struct {
 	_       [64]byte
 	credits atomic.Int64 // free room in q: posters take, Poll gives back
 	_       [56]byte
+	// stash is how many credits a QP may hold for its next posts (QP.reserve):
+	// a 64th of the queue, at most 64, so a QP's idle stash never starves
+	// another QP of the CQ for long.
+	stash int
 }
 
 var _ rdma.CompletionQueue = (*CQ)(nil)
@@ -38,6 +42,19 @@ func (c *CQ) reserve() bool {
 }
 
 func (c *CQ) unreserve() { c.credits.Add(1) }
+
+// take takes n credits at once, or none when fewer are free (the caller
+// then reserves one by one). One atomic add when there is room.
+func (c *CQ) take(n int) int {
+	if c.credits.Add(int64(-n)) < 0 {
+		c.credits.Add(int64(n))
+		return 0
+	}
+	return n
+}
+
+// give gives back n credits.
+func (c *CQ) give(n int) { c.credits.Add(int64(n)) }
 
 // push queues a completion whose credit was reserved.
 func (c *CQ) push(cp rdma.Completion) { c.q.Push(cp) }

@@ -198,7 +198,7 @@ func (d *Device) CreateCQ(depth int) (rdma.CompletionQueue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &CQ{dev: d, q: sq}
+	q := &CQ{dev: d, q: sq, stash: min(64, sq.Cap()/64)}
 	q.credits.Store(int64(sq.Cap()))
 	d.mu.Lock()
 	defer d.mu.Unlock()

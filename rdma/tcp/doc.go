@@ -8,10 +8,14 @@
 //
 // Requester: PostSend checks the request against local rules (lkey, SGE
 // bounds, inline limit), copies its frame and payload into a per-QP byte
-// ring and returns: no lock, no allocation, no system call. A flusher
-// goroutine writes whatever the ring holds with one write (or writev when it
-// wraps) per batch, and parks after a few idle yields. A reaper goroutine
-// reads responses and completes requests in post order onto the send CQ.
+// ring and returns: no lock, no allocation, no system call. PostSendBatch
+// does the same for a chain at the cost of one of each per-chain step (the
+// source region's pin, completion credits, the posted store, the publish).
+// A flusher goroutine writes whatever the ring holds with one write (or
+// writev when it wraps) per batch, and parks after a few idle yields; once
+// it has written everything the ring's cursor rewinds to the start, so a
+// stream that keeps up stays on a few warm pages. A reaper goroutine reads
+// responses and completes requests in post order onto the send CQ.
 //
 // Responder: a goroutine per incoming connection reads whole frames, checks
 // each op at the target (unknown rkey, out of bounds or a missing right →
@@ -22,13 +26,18 @@
 // connection, the owner's loopback QP included, and against CPU atomics;
 // an aligned 8-byte WRITE is one atomic store. Requests on one connection
 // are applied in order, so a payload WRITE followed by a stamp WRITE is seen
-// in that order. WRITE and SEND acknowledgements are cumulative: a
-// signalled one (the requester marks it in the frame) is answered when the
-// responder has no more buffered input; unsignalled ones, which nobody polls
-// for, are answered with it, after 64 of them (a streaming requester gets
-// room back before its queue fills), or when no more input came for a
-// millisecond. So a stream of single ticks, one WRITE in 16 signalled, costs
-// one ACK per 16 WRITEs, not one per segment.
+// in that order. WRITEs to one region posted in one PostSendBatch travel as
+// one WRITE list frame (frame.go): a ring's 64-tick batch, one body WRITE
+// and 64 stamps, is one frame to decode, checked whole before any of it is
+// applied, each WRITE then checked and answered as if it came alone.
+// WRITE and SEND acknowledgements are cumulative, and the requester says
+// in each request when an answer is worth a write(2): at once for one
+// request in an eighth of its send queue (reqAckNow), when the input runs
+// dry for a signalled one posted with few outstanding (reqSignaled);
+// everything else is answered with those, or when no more input came for a
+// millisecond. So a stream of ticks costs one ACK per 256 WRITEs on the
+// link layer's 2048-deep queues, not one per 50 as when every signalled
+// WRITE asked for one.
 //
 // Errors follow verbs: an error completion moves the requester's QP to ERR,
 // and what is outstanding completes with StatusFlushed. A broken connection

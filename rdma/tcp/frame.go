@@ -15,7 +15,7 @@ import (
 // Request, 48 bytes, then len payload bytes for WRITE, WRITE_WITH_IMM, SEND:
 //
 //	 0 u8  op (rdma.OpWrite … rdma.OpSend)
-//	 1 u8  flags: reqSignaled (WRITE, WRITE_IMM, SEND only); other bits 0
+//	 1 u8  flags: reqSignaled, reqAckNow (WRITE, WRITE_IMM, SEND only); other bits 0
 //	 2 u16 reserved (0)
 //	 4 u32 len    payload length (WRITE, WRITE_IMM, SEND) or READ length; 0 for atomics
 //	 8 u64 seq    1, 2, 3, … per connection, no gaps
@@ -25,6 +25,31 @@ import (
 //	32 u64 arg1   CAS: compare; FAA: add
 //	40 u64 arg2   CAS: swap
 //
+// A WRITE list (opWriteList) carries a run of WRITEs to one region, which
+// PostSendBatch posted together, as one frame: a ring's batch (one WRITE of
+// the bodies, then a stamp per slot) or a single tick (body, stamp) is one
+// header and one frame to decode and check, not one per WRITE. Its header
+// is a request's, with seq the first WRITE's (the list's WRITEs are seq,
+// seq+1, …), rkey theirs, imm their count (1..listMaxCount), len the bytes
+// that follow (at most listMaxBytes and the peer's largest message), and
+// flags, raddr, arg1, arg2 zero. Then, per WRITE, in post order:
+//
+//	 0 u64 raddr
+//	 8 u32 len
+//	12 u8  flags (reqSignaled, reqAckNow; other bits 0)
+//	13 [3]byte reserved (0)
+//	16 len payload bytes
+//
+// The responder checks the whole list before it applies any of it, then
+// applies and answers each WRITE as if it had come alone (a remote access
+// error on one leaves the ones before it applied, as separate WRITEs would).
+const (
+	opWriteList  rdma.Opcode = 0x40
+	listElemLen              = 16
+	listMaxCount             = 1 << 12
+	listMaxBytes             = 64 << 10
+)
+
 // Response, 24 bytes, then len bytes for a READ response:
 //
 //	 0 u8  kind (respAck, respNak, respRead, respAtomic)
@@ -37,12 +62,27 @@ import (
 // A response for seq also acknowledges every earlier request, because the
 // responder applies requests in order.
 //
-// reqSignaled marks a request whose completion the requester's user polls
-// for: the responder answers it as soon as its input runs dry. WRITEs and
-// SENDs without it are acknowledged in bulk: every ackEvery, with the next
-// signalled one, or when no more input came for ackDelay (so the tail of a
-// stream that stopped is answered long before Config.AckTimeout). READs and atomics are always answered at once.
-const reqSignaled uint8 = 1
+// Request flags (WRITE, WRITE_IMM, SEND only; READs and atomics are
+// always answered at once). WRITEs and SENDs are acknowledged in bulk, and
+// the requester says when an answer is worth a write to the socket:
+//
+//   - reqSignaled: answer as soon as the input runs dry. The requester
+//     sets it on a signalled request posted while few requests are
+//     outstanding (a poller may be waiting for just this one), not on
+//     the signalled ones of a stream, which the next reqAckNow answers.
+//   - reqAckNow: answer right after applying it, input buffered or not.
+//     The requester sets it on one request in an eighth of its send
+//     queue, so that a stream gets room back long before its queue fills.
+//
+// Whatever is left unanswered is answered when no more input came for
+// ackDelay (so the tail of a stream that stopped is answered long before
+// Config.AckTimeout).
+const (
+	reqSignaled uint8 = 1
+	reqAckNow   uint8 = 2
+	reqFlags          = reqSignaled | reqAckNow
+)
+
 const (
 	reqHeaderLen  = 48
 	respHeaderLen = 24
@@ -113,7 +153,7 @@ func decodeRequest(b []byte, maxMsg uint32) (request, error) {
 	if b[2] != 0 || b[3] != 0 {
 		return request{}, fmt.Errorf("%w: reserved request bytes %x", ErrFrame, b[2:4])
 	}
-	if r.flags&^reqSignaled != 0 || (r.flags != 0 && !hasPayload(r.op)) {
+	if r.flags&^reqFlags != 0 || (r.flags != 0 && !hasPayload(r.op)) {
 		return request{}, fmt.Errorf("%w: request flags %#x on %s", ErrFrame, r.flags, r.op)
 	}
 	if r.seq == 0 {
@@ -136,6 +176,11 @@ func decodeRequest(b []byte, maxMsg uint32) (request, error) {
 		unused = r.len != 0 || r.imm != 0 || r.arg2 != 0
 	case rdma.OpSend:
 		unused = r.raddr != 0 || r.rkey != 0 || r.arg1 != 0 || r.arg2 != 0
+	case opWriteList:
+		if r.imm == 0 || r.imm > listMaxCount || r.len < r.imm*listElemLen || r.len > listMaxBytes {
+			return request{}, fmt.Errorf("%w: WRITE list of %d WRITEs in %d bytes", ErrFrame, r.imm, r.len)
+		}
+		unused = r.raddr != 0 || r.arg1 != 0 || r.arg2 != 0
 	default:
 		return request{}, fmt.Errorf("%w: unknown request op %d", ErrFrame, b[0])
 	}
@@ -143,6 +188,55 @@ func decodeRequest(b []byte, maxMsg uint32) (request, error) {
 		return request{}, fmt.Errorf("%w: %s request sets fields it does not use", ErrFrame, r.op)
 	}
 	return r, nil
+}
+
+// listElem is one WRITE of a WRITE list.
+type listElem struct {
+	raddr uint64
+	len   uint32
+	flags uint8
+}
+
+func (e *listElem) put(b []byte) {
+	_ = b[listElemLen-1]
+	binary.LittleEndian.PutUint64(b, e.raddr)
+	binary.LittleEndian.PutUint32(b[8:], e.len)
+	b[12], b[13], b[14], b[15] = e.flags, 0, 0, 0
+}
+
+// nextElem decodes the WRITE at the start of list (the bytes after a WRITE
+// list's header) and returns it, its payload and the rest of the list.
+func nextElem(list []byte) (listElem, []byte, []byte, error) {
+	if len(list) < listElemLen {
+		return listElem{}, nil, nil, fmt.Errorf("%w: WRITE list entry of %d bytes, want %d", ErrFrame, len(list), listElemLen)
+	}
+	e := listElem{
+		raddr: binary.LittleEndian.Uint64(list),
+		len:   binary.LittleEndian.Uint32(list[8:]),
+		flags: list[12],
+	}
+	if e.flags&^reqFlags != 0 || list[13] != 0 || list[14] != 0 || list[15] != 0 {
+		return listElem{}, nil, nil, fmt.Errorf("%w: WRITE list entry flags %#x, reserved %x", ErrFrame, e.flags, list[13:16])
+	}
+	rest := list[listElemLen:]
+	if uint64(e.len) > uint64(len(rest)) {
+		return listElem{}, nil, nil, fmt.Errorf("%w: WRITE list entry of %d bytes, %d left", ErrFrame, e.len, len(rest))
+	}
+	return e, rest[:e.len:e.len], rest[e.len:], nil
+}
+
+// checkList checks that list holds exactly n well-formed WRITEs.
+func checkList(list []byte, n uint32) error {
+	for i := uint32(0); i < n; i++ {
+		var err error
+		if _, _, list, err = nextElem(list); err != nil {
+			return err
+		}
+	}
+	if len(list) != 0 {
+		return fmt.Errorf("%w: %d bytes after the last WRITE of a list", ErrFrame, len(list))
+	}
+	return nil
 }
 
 func (r *response) put(b []byte) {

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,6 +28,9 @@ func TestDecodeRequest_RoundTripsEveryOp(t *testing.T) {
 		{op: rdma.OpWrite, len: 8, seq: 1, raddr: 0x7f0000001000, rkey: 0x12345678},
 		{op: rdma.OpWrite, flags: reqSignaled, len: 8, seq: 1, raddr: 64, rkey: 1},
 		{op: rdma.OpSend, flags: reqSignaled, len: 1, seq: 7},
+		{op: rdma.OpWrite, flags: reqAckNow, len: 8, seq: 9, raddr: 64, rkey: 1},
+		{op: opWriteList, len: 3*listElemLen + 72, seq: 10, rkey: 1, imm: 3},
+		{op: rdma.OpWriteImm, flags: reqSignaled | reqAckNow, len: 8, seq: 9, raddr: 64, rkey: 1, imm: 5},
 		{op: rdma.OpWriteImm, len: 0, seq: 2, raddr: 1, rkey: 2, imm: 3},
 		{op: rdma.OpRead, len: 100, seq: 3, raddr: 1, rkey: 2},
 		{op: rdma.OpCompareAndSwap, seq: 4, raddr: 8, rkey: 9, arg1: 10, arg2: 11},
@@ -55,7 +59,14 @@ func TestDecodeRequest_RejectsGarbage(t *testing.T) {
 		"faa with swap":   encodeRequest(request{op: rdma.OpFetchAndAdd, seq: 1, arg2: 1}),
 		"signalled read":  encodeRequest(request{op: rdma.OpRead, flags: reqSignaled, len: 8, seq: 1}),
 		"signalled cas":   encodeRequest(request{op: rdma.OpCompareAndSwap, flags: reqSignaled, seq: 1}),
-		"unknown flag":    encodeRequest(request{op: rdma.OpWrite, flags: 2, seq: 1}),
+		"unknown flag":    encodeRequest(request{op: rdma.OpWrite, flags: 4, seq: 1}),
+		"ack-now read":    encodeRequest(request{op: rdma.OpRead, flags: reqAckNow, len: 8, seq: 1}),
+		"list of none":    encodeRequest(request{op: opWriteList, seq: 1, rkey: 1}),
+		"list too long":   encodeRequest(request{op: opWriteList, len: listMaxBytes + 1, seq: 1, rkey: 1, imm: 1}),
+		"list too many":   encodeRequest(request{op: opWriteList, len: listMaxBytes, seq: 1, rkey: 1, imm: listMaxCount + 1}),
+		"list too short":  encodeRequest(request{op: opWriteList, len: 2*listElemLen - 1, seq: 1, rkey: 1, imm: 2}),
+		"list flags":      encodeRequest(request{op: opWriteList, flags: reqSignaled, len: listElemLen, seq: 1, rkey: 1, imm: 1}),
+		"list raddr":      encodeRequest(request{op: opWriteList, len: listElemLen, seq: 1, raddr: 8, rkey: 1, imm: 1}),
 	}
 	reserved := encodeRequest(good)
 	reserved[2] = 1
@@ -135,6 +146,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(encodeRequest(request{op: rdma.OpCompareAndSwap, seq: 9, raddr: 64, rkey: 1 << 20, arg1: 1, arg2: 2}))
 	f.Add(encodeRequest(request{op: rdma.OpSend, len: 3, seq: 2, imm: 4}))
 	f.Add(encodeRequest(request{op: rdma.OpWrite, flags: reqSignaled, len: 8, seq: 3, raddr: 64, rkey: 1}))
+	f.Add(encodeRequest(request{op: rdma.OpWrite, flags: reqSignaled | reqAckNow, len: 8, seq: 4, raddr: 64, rkey: 1}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeRequest(b, 4096)
@@ -198,6 +210,79 @@ func FuzzDecodeReply(f *testing.F) {
 		}
 		if again := marshalReply(st, max, mac); !bytes.Equal(again, b) {
 			t.Fatalf("round trip changed bytes:\n%x\n%x", b, again)
+		}
+	})
+}
+
+func encodeList(es []listElem, payload func(i int) []byte) []byte {
+	var b []byte
+	for i, e := range es {
+		var eh [listElemLen]byte
+		e.put(eh[:])
+		b = append(append(b, eh[:]...), payload(i)...)
+	}
+	return b
+}
+
+func TestCheckList_RoundTripsAndRejectsGarbage(t *testing.T) {
+	es := []listElem{{raddr: 0x7f0000001008, len: 8120}, {raddr: 0x7f0000001000, len: 8, flags: reqSignaled}, {raddr: 64, len: 0, flags: reqAckNow}}
+	pay := func(i int) []byte { return bytes.Repeat([]byte{byte(i + 1)}, int(es[i].len)) }
+	list := encodeList(es, pay)
+	require.NoError(t, checkList(list, 3))
+	rest := list
+	for i, want := range es {
+		e, p, r, err := nextElem(rest)
+		require.NoError(t, err)
+		assert.Equal(t, want, e)
+		assert.Equal(t, pay(i), p)
+		rest = r
+	}
+	assert.Empty(t, rest)
+	bad := func(edit func(b []byte) []byte) []byte { return edit(append([]byte(nil), list...)) }
+	for name, b := range map[string][]byte{
+		"count too high":   list,
+		"short entry":      list[:listElemLen-1],
+		"unknown flag":     bad(func(b []byte) []byte { b[12] = 4; return b }),
+		"reserved byte":    bad(func(b []byte) []byte { b[15] = 1; return b }),
+		"payload too long": bad(func(b []byte) []byte { b[8] = 0xff; b[9] = 0xff; return b }),
+		"trailing bytes":   append(append([]byte(nil), list...), 0),
+	} {
+		n := uint32(3)
+		if name == "count too high" {
+			n = 4
+		}
+		assert.ErrorIs(t, checkList(b, n), ErrFrame, name)
+	}
+}
+
+// FuzzCheckList: any bytes either fail with ErrFrame or are n entries whose
+// re-encoding is the same bytes.
+func FuzzCheckList(f *testing.F) {
+	f.Add(encodeList([]listElem{{raddr: 8, len: 4}, {raddr: 0, len: 8, flags: reqSignaled}}, func(i int) []byte { return make([]byte, 4+4*i) }), uint8(2))
+	f.Add(encodeList([]listElem{{raddr: 1 << 40, len: 0, flags: reqAckNow | reqSignaled}}, func(int) []byte { return nil }), uint8(1))
+	f.Add([]byte{}, uint8(1))
+	f.Add(make([]byte, listElemLen), uint8(0))
+	f.Fuzz(func(t *testing.T, b []byte, n uint8) {
+		if err := checkList(b, uint32(n)); err != nil {
+			if !errors.Is(err, ErrFrame) {
+				t.Fatalf("error not ErrFrame: %v", err)
+			}
+			return
+		}
+		var out []byte
+		rest := b
+		for i := 0; i < int(n); i++ {
+			e, p, r, err := nextElem(rest)
+			if err != nil {
+				t.Fatalf("entry %d after a good check: %v", i, err)
+			}
+			var eh [listElemLen]byte
+			e.put(eh[:])
+			out = append(append(out, eh[:]...), p...)
+			rest = r
+		}
+		if !bytes.Equal(out, b) || len(rest) != 0 {
+			t.Fatalf("re-encoded %x, want %x", out, b)
 		}
 	})
 }

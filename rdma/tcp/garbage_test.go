@@ -182,6 +182,27 @@ func TestResponder_GarbageClosesOnlyThatConnection(t *testing.T) {
 			return append(b, make([]byte, 50)...) // then the connection ends
 		},
 		"truncated header": func(*rig) []byte { return valid(1, 0)[:20] },
+		// A WRITE list is checked whole before any of it is applied: its
+		// first WRITE, valid, must not land either.
+		"WRITE list, second entry bad": func(r *rig) []byte {
+			return writeList(r, 2, func(i int, e *listElem) {
+				if i == 1 {
+					e.flags = 0x80
+				}
+			}, 0)
+		},
+		"WRITE list, entry longer than the list": func(r *rig) []byte {
+			return writeList(r, 2, func(i int, e *listElem) {
+				if i == 1 {
+					e.len = 9
+				}
+			}, 0)
+		},
+		"WRITE list, bytes after the last entry": func(r *rig) []byte { return writeList(r, 2, nil, 3) },
+		"WRITE list, truncated": func(r *rig) []byte {
+			b := writeList(r, 3, nil, 0)
+			return b[:len(b)-5] // then the connection ends
+		},
 	}
 	for name, mk := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -218,6 +239,27 @@ func TestResponder_GarbageClosesOnlyThatConnection(t *testing.T) {
 			assert.Equal(t, "ok", string(r.mr.Bytes()[4000:4002]))
 		})
 	}
+}
+
+// writeList is a WRITE list frame (seq 1) of n 8-byte WRITEs into r's
+// region, each entry passed through edit, with extra bytes appended inside
+// the frame.
+func writeList(r *rig, n int, edit func(int, *listElem), extra int) []byte {
+	var body []byte
+	for i := 0; i < n; i++ {
+		e := listElem{raddr: r.mr.Addr() + uint64(8*i), len: 8}
+		payload := []byte{0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee}
+		if edit != nil {
+			edit(i, &e)
+		}
+		var eh [listElemLen]byte
+		e.put(eh[:])
+		body = append(append(body, eh[:]...), payload...)
+	}
+	body = append(body, make([]byte, extra)...)
+	b := make([]byte, reqHeaderLen)
+	(&request{op: opWriteList, len: uint32(len(body)), seq: 1, rkey: r.mr.RKey(), imm: uint32(n)}).put(b)
+	return append(b, body...)
 }
 
 func isTimeout(err error) bool {

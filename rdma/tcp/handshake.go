@@ -21,7 +21,7 @@ import (
 // Hello, 36 bytes then host id (0..255 bytes), little endian:
 //
 //	 0 [4]byte magic "TBQP"
-//	 4 u8  version (3)
+//	 4 u8  version (4)
 //	 5 u8  len, host id
 //	 6 u16 reserved (0)
 //	 8 u32 target QPN
@@ -33,13 +33,13 @@ import (
 // Reply, 20 bytes:
 //
 //	0 [4]byte magic "TBQP"
-//	4 u8  version (2)
+//	4 u8  version (4)
 //	5 u8  status (hsOK, …)
 //	6 u16 reserved (0)
 //	8 u32 the target's largest message
 //	12 [8]byte MAC (hsOK only, else 0): HMAC-SHA256(target nonce, "TBQP reply" + bytes 5..11 + the hello's MAC), first 8 bytes
 const (
-	handshakeVersion = 3 // 3: request flags (frame.go)
+	handshakeVersion = 4 // 3: request flags (frame.go); 4: reqAckNow, no ACK every 64
 	helloLen         = 36
 	replyLen         = 20
 )

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 
@@ -50,9 +51,25 @@ type QP struct {
 	retired  atomic.Uint64
 	_        [56]byte
 	sq       []sqEntry
+	sqDst    []sqDst // by the same index as sq
 	sqMask   uint64
 	sqDepth  uint64
 	postBusy atomic.Bool
+	// ackStride: one WRITE or SEND in this many asks for an answer at once
+	// (reqAckNow), an eighth of the send queue; sinceAck counts them.
+	// Posting goroutine only.
+	ackStride uint64
+	sinceAck  uint64
+	list      openList // PostSendBatch's WRITE list being filled
+	// The poster's own: whether a PostSendBatch runs, the completion
+	// credits taken from the CQ and not used yet (send.go, reserve), the
+	// source region a batch keeps pinned (endBatch).
+	inBatch bool
+	credits int
+	pin     *region
+	// npos is the next post index: posted, or ahead of it by the requests
+	// of a PostSendBatch, which stores posted once before it publishes.
+	npos uint64
 	// due counts the READs and atomics posted and not completed: answers a
 	// poster waits for, which the reaper spins for (answerDue).
 	due atomic.Int64
@@ -61,6 +78,7 @@ type QP struct {
 	// yet polled, in push order: written under cmu, read by the poller.
 	compRing []uint64
 	compTail uint64 // under cmu
+	unused   int    // under cmu: credits of silent completions, for giveUnused
 	compHead uint64 // poller only
 
 	// Receive queue, the same way round: PostRecv publishes rqPosted, the
@@ -104,17 +122,30 @@ type QP struct {
 	wdSince    time.Time
 }
 
+// sqEntry is one posted request, 16 bytes: the poster writes one per
+// request and the reaper reads it on another core, so four share a cache
+// line. A READ's or an atomic's destination is apart, in sqDst.
 type sqEntry struct {
 	id       uint64
-	status   rdma.Status // preset: a local error, or StatusFlushed for a post in ERR
-	preset   bool
-	laddr    uint64 // READ and atomics: where the result goes
-	lkey     uint32
 	len      uint32
 	op       rdma.Opcode
+	status   rdma.Status // preset: a local error, or StatusFlushed for a post in ERR
+	preset   bool
 	signaled bool
-	due      bool // counted in QP.due
 }
+
+// due reports whether e is counted in QP.due: a READ or an atomic that
+// went on the wire.
+func (e *sqEntry) due() bool { return !e.preset && (e.op == rdma.OpRead || e.op.IsAtomic()) }
+
+// sqDst is where a READ's or an atomic's result goes.
+type sqDst struct {
+	laddr uint64
+	lkey  uint32
+}
+
+var _ [16 - unsafe.Sizeof(sqEntry{})]byte
+var _ [unsafe.Sizeof(sqEntry{}) - 16]byte
 
 var _ rdma.QueuePair = (*QP)(nil)
 
@@ -146,6 +177,8 @@ func newQP(d *Device, num uint32, cfg rdma.QPConfig, scq, rcq *CQ) *QP {
 	q.log = d.log.With().Uint32("qpn", num).Logger()
 	n := pow2(cfg.SendDepth)
 	q.sq, q.sqMask, q.sqDepth = make([]sqEntry, n), uint64(n-1), uint64(cfg.SendDepth)
+	q.sqDst = make([]sqDst, n)
+	q.ackStride = max(1, q.sqDepth/8)
 	q.compRing = make([]uint64, n)
 	n = pow2(cfg.RecvDepth)
 	q.rq, q.rqMask, q.rqDepth = make([]rdma.RecvRequest, n), uint64(n-1), uint64(cfg.RecvDepth)
@@ -394,6 +427,7 @@ func (q *QP) drain() {
 			st = rdma.Status(q.failStatus.Swap(uint32(rdma.StatusFlushed)))
 		}
 		q.complete(e, pos, st)
+		q.giveUnused()
 	}
 }
 
@@ -405,18 +439,26 @@ func (q *QP) complete(e *sqEntry, pos uint64, st rdma.Status) {
 		c.Bytes = 0
 	}
 	push := e.signaled || st != rdma.StatusSuccess
-	if e.due {
-		e.due = false
+	if e.due() {
 		q.due.Add(-1)
 	}
 	q.consumed.Store(pos + 1) // the watchdog Loads it
 	if !push {
-		q.scq.unreserve()
+		q.unused++ // giveUnused returns them, one atomic per response
 		return
 	}
 	q.compRing[q.compTail&q.sqMask] = pos
 	q.compTail++
 	q.scq.push(c) // the swcq's release store publishes compRing to the poller
+}
+
+// giveUnused gives the CQ back the credits of requests that completed
+// without a completion. Called with cmu held, after complete.
+func (q *QP) giveUnused() {
+	if q.unused > 0 {
+		q.scq.give(q.unused)
+		q.unused = 0
+	}
 }
 
 // retire frees the send-queue entries up to the completion just polled.
@@ -480,6 +522,10 @@ func (q *QP) Close() error {
 				}
 			}
 		}
+		spinAcquire(&q.postBusy) // a post now sees CLOSED before it reserves
+		q.scq.give(q.credits)
+		q.credits = 0
+		q.postBusy.Store(false)
 		q.mu.Lock()
 		q.failStatus.Store(uint32(rdma.StatusFlushed))
 		q.stopped.Store(true) // PostSend Loads it after publishing

@@ -31,6 +31,7 @@ func (q *QP) reap(c *rawConn) {
 		}
 		q.cmu.Lock()
 		err = q.onResponse(br, r)
+		q.giveUnused()
 		q.cmu.Unlock()
 		if err != nil {
 			break
@@ -51,26 +52,42 @@ func ackable(op rdma.Opcode) bool {
 
 // onResponse completes the requests r answers. Called with cmu held.
 func (q *QP) onResponse(br *bufio.Reader, r response) error {
+	// The requests before the one answered, and it too for an ACK, are
+	// WRITEs and SENDs that succeeded: most of them unsignalled, which
+	// complete silently, so consumed is stored once per run of them (and
+	// before any completion is pushed), not per request.
+	pos, posted := q.consumed.Load(), q.posted.Load()
 	for {
-		pos := q.consumed.Load()
-		if pos == q.posted.Load() {
-			return fmt.Errorf("%w: response for seq %d, none outstanding", ErrFrame, r.seq)
+		if pos == posted {
+			if posted = q.posted.Load(); pos == posted { // pairs with postSend's Store
+				q.consumed.Store(pos)
+				return fmt.Errorf("%w: response for seq %d, none outstanding", ErrFrame, r.seq)
+			}
 		}
 		seq := pos + 1
 		e := &q.sq[pos&q.sqMask]
 		if seq > r.seq {
+			q.consumed.Store(pos)
 			return fmt.Errorf("%w: response for seq %d, next outstanding is %d", ErrFrame, r.seq, seq)
 		}
 		if seq < r.seq || r.kind == respAck {
 			if !ackable(e.op) {
+				q.consumed.Store(pos)
 				return fmt.Errorf("%w: seq %d (%s) acknowledged without its result", ErrFrame, seq, e.op)
 			}
-			q.complete(e, pos, rdma.StatusSuccess)
+			if e.signaled {
+				q.complete(e, pos, rdma.StatusSuccess) // stores consumed = pos+1 before the push
+			} else {
+				q.unused++ // giveUnused returns its credit; an ackable request is never due
+			}
+			pos++
 			if seq == r.seq {
+				q.consumed.Store(pos) // the watchdog and Close Load it
 				return nil
 			}
 			continue
 		}
+		q.consumed.Store(pos)
 		switch r.kind {
 		case respNak:
 			q.markError()
@@ -80,7 +97,8 @@ func (q *QP) onResponse(br *bufio.Reader, r response) error {
 			if e.op != rdma.OpRead || r.len != e.len {
 				return fmt.Errorf("%w: READ response of %d bytes for seq %d (%s of %d)", ErrFrame, r.len, seq, e.op, e.len)
 			}
-			reg, dst, lst := q.localSpan(rdma.SGE{Addr: e.laddr, LKey: e.lkey, Len: e.len}, rdma.AccessLocalWrite, e.len)
+			d := q.sqDst[pos&q.sqMask]
+			reg, dst, lst := q.localSpan(rdma.SGE{Addr: d.laddr, LKey: d.lkey, Len: e.len}, rdma.AccessLocalWrite, e.len)
 			if lst != rdma.StatusSuccess { // the destination went away after the post
 				if _, err := br.Discard(int(r.len)); err != nil {
 					return err
@@ -99,7 +117,8 @@ func (q *QP) onResponse(br *bufio.Reader, r response) error {
 			if !e.op.IsAtomic() {
 				return fmt.Errorf("%w: atomic response for seq %d (%s)", ErrFrame, seq, e.op)
 			}
-			reg, dst, lst := q.localSpan(rdma.SGE{Addr: e.laddr, LKey: e.lkey, Len: 8}, rdma.AccessLocalWrite, 8)
+			d := q.sqDst[pos&q.sqMask]
+			reg, dst, lst := q.localSpan(rdma.SGE{Addr: d.laddr, LKey: d.lkey, Len: 8}, rdma.AccessLocalWrite, 8)
 			if lst != rdma.StatusSuccess {
 				q.markError()
 				q.complete(e, pos, lst)

@@ -24,7 +24,9 @@ func (q *QP) PostSend(wr *rdma.WorkRequest) error {
 		return rdma.ErrInvalidRequest
 	}
 	spinAcquire(&q.postBusy)
-	queued, err := q.postSend(wr, false)
+	q.rewind()
+	queued, err := q.postSend(wr, false, false)
+	q.trimCredits()
 	if queued {
 		q.publish()
 	}
@@ -38,25 +40,67 @@ var _ rdma.BatchPoster = (*QP)(nil)
 // (rdma.BatchPoster), and hands them to the flusher at once: a tick's body
 // and stamp WRITEs leave in one write to the socket, never split by a
 // flusher that woke between them, and the batch pays one posting flag and
-// one publish.
+// one publish. Consecutive WRITEs to one region go as one WRITE list
+// (frame.go): one frame for the responder to decode, 16 bytes of header
+// per WRITE instead of 48.
 func (q *QP) PostSendBatch(wrs []rdma.WorkRequest) (int, error) {
 	spinAcquire(&q.postBusy)
+	q.rewind()
 	unpublished := false
 	n := 0
 	var err error
+	q.inBatch = true
+	if need := len(wrs) - q.credits; need > 0 {
+		q.credits += q.scq.take(need + q.scq.stash) // one atomic for many requests, not one per request
+	}
 	for n < len(wrs) {
+		join := n+1 < len(wrs) && listable(&wrs[n], &wrs[n+1])
 		var queued bool
-		if queued, err = q.postSend(&wrs[n], unpublished); err != nil {
+		if queued, err = q.postSend(&wrs[n], unpublished, join); err != nil {
 			break
 		}
 		unpublished = unpublished || queued
 		n++
+	}
+	q.closeList()
+	q.endBatch()
+	if q.posted.Load() != q.npos {
+		q.posted.Store(q.npos) // once per batch, before the flusher has its frames: pairs with the Loads in reap and drain
 	}
 	if unpublished {
 		q.publish()
 	}
 	q.postBusy.Store(false)
 	return n, err
+}
+
+// endBatch keeps at most the CQ's stash of the completion credits the batch
+// took and did not use, and lets go of the source region it kept pinned.
+// Posting goroutine only.
+func (q *QP) endBatch() {
+	q.inBatch = false
+	q.trimCredits()
+	if q.pin != nil {
+		q.pin.release()
+		q.pin = nil
+	}
+}
+
+// listable reports whether b may follow a in a WRITE list: both WRITEs to
+// the same region. (postSend checks the sizes.)
+func listable(a, b *rdma.WorkRequest) bool {
+	return a.Op == rdma.OpWrite && b.Op == rdma.OpWrite && a.Remote.RKey == b.Remote.RKey
+}
+
+// openList is the WRITE list a PostSendBatch is filling: its header's place
+// in the send buffer (patched as WRITEs join), its region, its WRITEs and
+// the bytes after its header. Posting goroutine only.
+type openList struct {
+	open  bool
+	hdr   uint64
+	rkey  uint32
+	count uint32
+	bytes uint32
 }
 
 // publish hands what postSend queued to the flusher.
@@ -75,7 +119,10 @@ func (q *QP) publish() {
 // published to the flusher (the caller publishes). unpublished says earlier
 // frames of this call are: they are published before a local error fails
 // the QP.
-func (q *QP) postSend(wr *rdma.WorkRequest, unpublished bool) (queued bool, err error) {
+//
+// join says the caller's next request may join this one in a WRITE list:
+// a WRITE that cannot join the list already open starts one.
+func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool, err error) {
 	state := rdma.QPState(q.state.Load())
 	switch state {
 	case rdma.QPReadyToSend, rdma.QPError:
@@ -84,11 +131,11 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished bool) (queued bool, err 
 	default:
 		return false, errNotConnected
 	}
-	pos := q.posted.Load() // only this goroutine stores it
+	pos := q.npos
 	if pos-q.retired.Load() >= q.sqDepth {
 		return false, rdma.ErrSendQueueFull
 	}
-	if !q.scq.reserve() { // room for the completion this request may make
+	if !q.reserve() { // room for the completion this request may make
 		return false, rdma.ErrSendQueueFull
 	}
 	e := sqEntry{id: wr.ID, op: wr.Op, signaled: q.cfg.SignalAll || wr.Flags&rdma.FlagSignaled != 0}
@@ -98,8 +145,8 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished bool) (queued bool, err 
 		return false, nil
 	}
 	r := request{op: wr.Op, seq: pos + 1, raddr: wr.Remote.Addr, rkey: wr.Remote.RKey}
-	if e.signaled && hasPayload(wr.Op) {
-		r.flags = reqSignaled // answered as soon as the responder's input runs dry
+	if hasPayload(wr.Op) {
+		r.flags = q.ackFlags(pos, e.signaled)
 	}
 	inline := wr.Flags&rdma.FlagInline != 0
 	var (
@@ -123,7 +170,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished bool) (queued bool, err 
 		case wr.Local.Len > q.maxMsg:
 			st = rdma.StatusLocalLength
 		case wr.Local.Len > 0:
-			src, payload, st = q.localSpan(wr.Local, 0, wr.Local.Len)
+			src, payload, st = q.sourceSpan(wr.Local)
 		}
 		if st == rdma.StatusSuccess && uint32(len(payload)) > q.maxMsg {
 			st = rdma.StatusLocalLength
@@ -140,7 +187,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished bool) (queued bool, err 
 			st = q.checkLocal(wr.Local, rdma.AccessLocalWrite, wr.Local.Len)
 		}
 		r.len = wr.Local.Len
-		e.laddr, e.lkey, e.len = wr.Local.Addr, wr.Local.LKey, wr.Local.Len
+		e.len = wr.Local.Len
 	case rdma.OpCompareAndSwap, rdma.OpFetchAndAdd:
 		switch {
 		case inline:
@@ -155,7 +202,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished bool) (queued bool, err 
 		} else {
 			r.arg1 = wr.Add
 		}
-		e.laddr, e.lkey, e.len = wr.Local.Addr, wr.Local.LKey, 8
+		e.len = 8
 	default:
 		st = rdma.StatusLocalQPOp
 	}
@@ -163,39 +210,146 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished bool) (queued bool, err 
 		if src != nil {
 			src.release()
 		}
+		q.closeList()
 		if unpublished {
-			q.publish() // the batch's earlier requests go first, as posted
+			q.posted.Store(pos) // the batch's earlier requests, before the flusher has them
+			q.publish()         // they go first, as posted
 		}
 		// As in verbs, a local error completes the request and moves the
 		// QP to ERR; earlier requests complete StatusFlushed.
 		e.status, e.preset, e.len = st, true, 0
 		q.sq[pos&q.sqMask] = e
-		q.posted.Store(pos + 1) // pairs with drain's Load
+		q.npos = pos + 1
+		q.posted.Store(pos + 1) // pairs with drain's Load; covers the batch's earlier requests
 		q.fail(rdma.StatusFlushed, errLocal)
 		q.drain() // in case the QP was already in ERR and fail did nothing
 		return false, nil
 	}
-	t := q.tx
-	if t.free() < uint64(reqHeaderLen+len(payload)) {
+	t, l := q.tx, &q.list
+	if l.open && (wr.Op != rdma.OpWrite || r.rkey != l.rkey || l.count == listMaxCount ||
+		uint64(l.bytes)+listElemLen+uint64(r.len) > uint64(min(listMaxBytes, q.maxMsg))) {
+		q.closeList()
+	}
+	opening := !l.open && join && wr.Op == rdma.OpWrite && listElemLen+uint64(r.len) <= uint64(min(listMaxBytes, q.maxMsg))
+	need := uint64(reqHeaderLen + len(payload))
+	switch {
+	case l.open:
+		need = listElemLen + uint64(len(payload))
+	case opening:
+		need += listElemLen
+	}
+	if t.free() < need {
 		if src != nil {
 			src.release()
 		}
-		q.scq.unreserve()
+		q.unreserve()
 		return false, rdma.ErrSendQueueFull
 	}
 	var hdr [reqHeaderLen]byte
-	r.put(hdr[:])
-	t.write(hdr[:])
-	t.write(payload)
+	switch {
+	case l.open || opening:
+		if opening {
+			*l = openList{open: true, hdr: t.w, rkey: r.rkey}
+			h := request{op: opWriteList, seq: r.seq, rkey: r.rkey, len: 0, imm: 0}
+			h.put(hdr[:])
+			t.write(hdr[:])
+		}
+		el := listElem{raddr: r.raddr, len: r.len, flags: r.flags}
+		if i := t.w & t.mask; i+listElemLen <= uint64(len(t.buf)) {
+			el.put(t.buf[i:]) // no wrap: straight into the buffer
+			t.w += listElemLen
+		} else {
+			el.put(hdr[:listElemLen])
+			t.write(hdr[:listElemLen])
+		}
+		t.write(payload)
+		l.count++
+		l.bytes += listElemLen + r.len
+	default:
+		r.put(hdr[:])
+		t.write(hdr[:])
+		t.write(payload)
+	}
 	if src != nil {
 		src.release()
 	}
-	if e.due = wr.Op == rdma.OpRead || wr.Op.IsAtomic(); e.due {
+	if e.due() {
+		q.sqDst[pos&q.sqMask] = sqDst{laddr: wr.Local.Addr, lkey: wr.Local.LKey}
 		q.due.Add(1) // before posted: the reaper spins once it sees either
 	}
 	q.sq[pos&q.sqMask] = e
-	q.posted.Store(pos + 1) // pairs with the Loads in reap and drain
+	q.npos = pos + 1
+	if !q.inBatch {
+		q.posted.Store(pos + 1) // pairs with the Loads in reap and drain
+	}
 	return true, nil
+}
+
+// ackFlags says when the responder should answer the WRITE or SEND at
+// post index pos (frame.go): at once, on one request in ackStride; when its
+// input runs dry, on a signalled request posted while fewer than
+// promptBelow are outstanding; otherwise with either of those or after
+// ackDelay. Each answer is a write(2) on the responder and a wake-up of
+// this QP's reaper, which a stream of signalled WRITEs (one in 16 in
+// ring.Writer) paid about every 50 requests. Posting goroutine only.
+func (q *QP) ackFlags(pos uint64, signaled bool) uint8 {
+	var f uint8
+	if q.sinceAck++; q.sinceAck >= q.ackStride {
+		q.sinceAck = 0
+		f = reqAckNow
+	}
+	if signaled && pos-q.consumed.Load() < promptBelow { // pairs with complete's Store
+		f |= reqSignaled
+	}
+	return f
+}
+
+// promptBelow is how few outstanding requests make a signalled WRITE or
+// SEND worth an answer as soon as the responder's input runs dry: a poller
+// may wait for it. More outstanding means a stream, answered in bulk.
+const promptBelow = 16
+
+// reserve takes the credit for the completion a request may make: from
+// the QP's own stash (taken from the CQ many at a time: its atomic is on a
+// cache line that the CQ's poller and this QP's reaper write too), or from
+// the CQ. unreserve gives it back to the stash. Posting goroutine only.
+func (q *QP) reserve() bool {
+	if q.credits > 0 {
+		q.credits--
+		return true
+	}
+	return q.scq.reserve()
+}
+
+func (q *QP) unreserve() { q.credits++ }
+
+// trimCredits gives the CQ back what the stash holds beyond the CQ's
+// stash size. Posting goroutine only (or Close, holding postBusy).
+func (q *QP) trimCredits() {
+	if q.credits > q.scq.stash {
+		q.scq.give(q.credits - q.scq.stash)
+		q.credits = q.scq.stash
+	}
+}
+
+// sourceSpan returns the bytes of a WRITE's or SEND's source, with the
+// region to release after the copy, or nil when the batch holds it: a
+// PostSendBatch keeps its first source region pinned until endBatch, so
+// that the requests after it from the same region (a ring's staging) pay
+// neither the key lookup nor the pin.
+func (q *QP) sourceSpan(sge rdma.SGE) (*region, []byte, rdma.Status) {
+	if p := q.pin; p != nil && p.lkey == sge.LKey {
+		if b, ok := p.span(sge.Addr, uint64(sge.Len)); ok {
+			return nil, b, rdma.StatusSuccess
+		}
+		return nil, nil, rdma.StatusLocalProtection
+	}
+	r, b, st := q.localSpan(sge, 0, sge.Len)
+	if r != nil && q.inBatch && q.pin == nil {
+		q.pin = r
+		return nil, b, st
+	}
+	return r, b, st
 }
 
 // localSpan pins the local region behind sge and returns its n bytes.
@@ -225,9 +379,29 @@ func (q *QP) checkLocal(sge rdma.SGE, need rdma.Access, n uint32) rdma.Status {
 // so it completes in order with its preset status.
 func (q *QP) enqueueFailed(pos uint64, e sqEntry) {
 	q.sq[pos&q.sqMask] = e
-	q.posted.Store(pos + 1) // pairs with drain's Load
+	q.npos = pos + 1
+	q.posted.Store(pos + 1) // pairs with drain's Load; covers the batch's earlier requests
 	q.drain()
 }
+
+// rewind moves the send buffer's cursor back to its start when the flusher
+// has written everything and the cursor is past txHot: a stream whose
+// flusher keeps up then writes the same few cache-warm pages instead of
+// walking the whole buffer (4 MiB by default), a cache miss on every line.
+// Called before a post queues anything (nothing unpublished).
+func (q *QP) rewind() {
+	if t := q.tx; t != nil && t.w&t.mask >= txHot && t.rpos.Load() == t.w { // pairs with the flusher's Store
+		next := (t.w | t.mask) + 1 // the next multiple of the buffer's size: index 0
+		t.jumpFrom, t.jumpTo = t.w, next
+		t.skipFrom.Store(t.w) // before wpos: the flusher Loads them after it
+		t.skipTo.Store(next)
+		t.w = next
+	}
+}
+
+// txHot is how far into the send buffer a post may start before rewind
+// takes the cursor back.
+const txHot = 128 << 10
 
 // txRing is the single-producer, single-consumer byte ring between
 // PostSend and the flusher goroutine.
@@ -235,11 +409,18 @@ type txRing struct {
 	buf  []byte
 	mask uint64
 	w    uint64 // producer's cursor, published as wpos
-	_    [64]byte
-	wpos atomic.Uint64 // Store by the producer, Load by the flusher
-	_    [56]byte
-	rpos atomic.Uint64 // Store by the flusher, Load by the producer
-	_    [56]byte
+	// jumpFrom, jumpTo: the producer's copy of its last rewind (free).
+	jumpFrom, jumpTo uint64
+	_                [48]byte
+	wpos             atomic.Uint64 // Store by the producer, Load by the flusher
+	_                [56]byte
+	rpos             atomic.Uint64 // Store by the flusher, Load by the producer
+	_                [56]byte
+	// A rewind: the flusher, at skipFrom, goes on at skipTo; nothing was
+	// written between. Stored by the producer before the wpos that covers
+	// bytes after it.
+	skipFrom, skipTo atomic.Uint64
+	_                [48]byte
 	// sleeping is set by the flusher before it parks on wake; the producer
 	// Loads it after publishing and wakes the flusher.
 	sleeping atomic.Bool
@@ -250,7 +431,13 @@ func newTxRing(size int) *txRing {
 	return &txRing{buf: make([]byte, size), mask: uint64(size - 1), wake: make(chan struct{}, 1)}
 }
 
-func (t *txRing) free() uint64 { return uint64(len(t.buf)) - (t.w - t.rpos.Load()) }
+func (t *txRing) free() uint64 {
+	r := t.rpos.Load() // pairs with the flusher's Store
+	if r == t.jumpFrom {
+		r = t.jumpTo // a rewind the flusher has not reached: all of it was free
+	}
+	return uint64(len(t.buf)) - (t.w - r)
+}
 
 func (t *txRing) write(b []byte) {
 	i := t.w & t.mask
@@ -259,6 +446,32 @@ func (t *txRing) write(b []byte) {
 		copy(t.buf, b[n:])
 	}
 	t.w += uint64(len(b))
+}
+
+// closeList ends the open WRITE list, if any: its header gets its length
+// and count. Every path that ends a list, or publishes, calls it first.
+// Posting goroutine only.
+func (q *QP) closeList() {
+	l := &q.list
+	if !l.open {
+		return
+	}
+	l.open = false
+	var patch [4]byte
+	binary.LittleEndian.PutUint32(patch[:], l.bytes)
+	q.tx.writeAt(l.hdr+4, patch[:]) // the header's len
+	binary.LittleEndian.PutUint32(patch[:], l.count)
+	q.tx.writeAt(l.hdr+28, patch[:]) // the header's imm: the count
+}
+
+// writeAt overwrites the bytes at cursor pos (written, not yet published)
+// with b.
+func (t *txRing) writeAt(pos uint64, b []byte) {
+	i := pos & t.mask
+	n := copy(t.buf[i:], b)
+	if n < len(b) {
+		copy(t.buf, b[n:])
+	}
 }
 
 func (t *txRing) publish() {
@@ -303,6 +516,9 @@ func (q *QP) flush(c *rawConn, t *txRing) {
 			continue
 		}
 		spins = 0
+		if r == t.skipFrom.Load() { // pairs with rewind's Stores, before wpos
+			r = t.skipTo.Load()
+		}
 		i, j := r&t.mask, w&t.mask
 		var err error
 		if i < j || j == 0 {

@@ -39,12 +39,12 @@ func (q *QP) serve(c *rawConn) {
 	expect := uint64(1)
 	for {
 		// Answer when the buffered input runs out and an answer is wanted
-		// (a signalled request's ACK, a READ or atomic response, a NAK),
-		// and every ackEvery requests while it does not: a requester
+		// (a prompt request's ACK, a READ or atomic response, a NAK), and
+		// after a reqAckNow request whether or not it does: a requester
 		// streaming into a full pipe would otherwise hear nothing until it
 		// stops, its send queue filling and draining in lock step with the
 		// round trip.
-		if (br.Buffered() == 0 && (s.wanted || bw.Buffered() > 0)) || s.unacked >= ackEvery {
+		if (br.Buffered() == 0 && (s.wanted || bw.Buffered() > 0)) || s.now {
 			if err = s.flushAck(); err != nil {
 				break
 			}
@@ -67,6 +67,22 @@ func (q *QP) serve(c *rawConn) {
 			break
 		}
 		expect++
+		if r.op == opWriteList {
+			var list []byte
+			if list, err = br.Peek(int(r.len)); err != nil { // r.len <= listMaxBytes < br.Size()
+				if errors.Is(err, io.EOF) {
+					err = fmt.Errorf("%w: truncated WRITE list: %w", ErrFrame, err)
+				}
+				break
+			}
+			expect += uint64(r.imm) - 1
+			err = s.applyList(&r, list)
+			_, _ = br.Discard(len(list)) // buffered: cannot fail
+			if err != nil {
+				break
+			}
+			continue
+		}
 		var payload []byte
 		peeked := 0
 		if hasPayload(r.op) {
@@ -109,13 +125,6 @@ func (q *QP) serve(c *rawConn) {
 	c.shutdown()
 }
 
-// ackEvery bounds the WRITEs and SENDs a responder applies, while more
-// input is buffered, before it writes their cumulative ACK: a quarter of the
-// send queue of the link layer's writers (256), so that a streaming
-// requester gets room back well before its queue is full, at one 24-byte
-// write per 64 requests.
-const ackEvery = 64
-
 // responder is serve's state.
 type responder struct {
 	q       *QP
@@ -123,8 +132,8 @@ type responder struct {
 	max     uint32
 	scratch []byte
 	ackUpto uint64 // highest applied seq whose ACK is owed; 0 for none
-	unacked int    // requests applied since the last response written
-	wanted  bool   // a signalled request is among them: answer once the input runs out
+	wanted  bool   // a reqSignaled request is among them: answer once the input runs out
+	now     bool   // a reqAckNow request is among them: answer before reading on
 	out     [respHeaderLen]byte
 }
 
@@ -138,7 +147,7 @@ func (s *responder) flushAck() error {
 // respond writes a response; it answers every earlier request too.
 func (s *responder) respond(r response, data []byte) error {
 	r.put(s.out[:])
-	s.ackUpto, s.unacked, s.wanted = 0, 0, false
+	s.ackUpto, s.wanted, s.now = 0, false, false
 	if _, err := s.bw.Write(s.out[:]); err != nil {
 		return err
 	}
@@ -188,6 +197,55 @@ func (s *responder) takeRecv() (rdma.RecvRequest, bool) {
 	return rr, true
 }
 
+// applyList applies the WRITEs of a WRITE list (frame.go) with header h,
+// once the whole list is known to be well formed, each as if it had come
+// in a frame of its own.
+func (s *responder) applyList(h *request, list []byte) error {
+	if err := checkList(list, h.imm); err != nil {
+		return err
+	}
+	// The checks of apply's WRITE (remoteSpan), with the region and the
+	// grant looked up and the region pinned once for the list.
+	q := s.q
+	reg := q.dev.keys.Load().byR[h.rkey]
+	ok := reg != nil && reg.access.Has(rdma.AccessRemoteWrite)
+	var g grantSpan
+	confined := false
+	if t := q.grants.Load(); t != nil { // pairs with Grant's Store
+		var granted bool
+		g, granted = (*t)[h.rkey]
+		confined, ok = true, ok && granted && g.access.Has(rdma.AccessRemoteWrite)
+	}
+	ok = ok && reg.acquire()
+	w := request{op: rdma.OpWrite, seq: h.seq, rkey: h.rkey}
+	for i := uint32(0); i < h.imm; i++ {
+		e, payload, rest, _ := nextElem(list) // checked above
+		list = rest
+		w.flags, w.len, w.raddr = e.flags, e.len, e.raddr
+		n := uint64(w.len)
+		in := ok && (!confined || w.raddr >= g.lo && n <= g.hi-g.lo && w.raddr-g.lo <= g.hi-g.lo-n)
+		var dst []byte
+		if in {
+			dst, in = reg.span(w.raddr, n)
+		}
+		if !in {
+			if ok {
+				reg.release()
+			}
+			return s.refuse(&w, rdma.StatusRemoteAccess)
+		}
+		putBytes(dst, payload)
+		s.ackUpto = w.seq
+		s.wanted = s.wanted || w.flags&reqSignaled != 0
+		s.now = s.now || w.flags&reqAckNow != 0
+		w.seq++
+	}
+	if ok {
+		reg.release()
+	}
+	return nil
+}
+
 func (s *responder) apply(r *request, payload []byte) error {
 	q := s.q
 	switch r.op {
@@ -206,12 +264,12 @@ func (s *responder) apply(r *request, payload []byte) error {
 		}
 		putBytes(dst, payload)
 		reg.release()
-		s.unacked++
 		if r.op == rdma.OpWriteImm {
 			q.rcq.push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecvImm, QPN: q.num, Bytes: r.len, Imm: r.imm})
 		}
 		s.ackUpto = r.seq
 		s.wanted = s.wanted || r.flags&reqSignaled != 0
+		s.now = s.now || r.flags&reqAckNow != 0
 		return nil
 	case rdma.OpSend:
 		rr, ok := s.takeRecv()
@@ -233,8 +291,8 @@ func (s *responder) apply(r *request, payload []byte) error {
 		}
 		q.rcq.push(rdma.Completion{ID: rr.ID, Op: rdma.OpRecv, QPN: q.num, Bytes: r.len, Imm: r.imm})
 		s.ackUpto = r.seq
-		s.unacked++
 		s.wanted = s.wanted || r.flags&reqSignaled != 0
+		s.now = s.now || r.flags&reqAckNow != 0
 		return nil
 	case rdma.OpRead:
 		reg, src, st := s.remoteSpan(r.rkey, r.raddr, uint64(r.len), rdma.AccessRemoteRead)
