@@ -52,12 +52,12 @@
 // work displaces one of them, and a paced tick waits for it). Measured on
 // 2026-12-01 from the slow ticks' times (.slow.csv, below): in the tickbus
 // case the slow ticks came in bursts of 300-900 µs in a 250 ms cycle, three
-// per cycle, the bus's heartbeats (bus.Config.HeartbeatInterval, 250 ms) of
+// per cycle, the bus's heartbeats (bus.Config.HeartbeatInterval, then 250 ms) of
 // its three nodes (this process hosts NATS and a Client; each child has one),
 // each signed by its sender and checked (ed25519, 62 µs here) by every other
 // node; with the interval at 2.5 s (a test build only) p99 went from 206 to
 // 71 µs while the floor's went from 30 to 56 µs (load 2; 639 -> 120 against
-// 110 -> 49 at load 5). The floor's and the jitter probe's processes run no
+// 110 -> 49 at load 5). The default is 500 ms since. The floor's and the jitter probe's processes run no
 // bus, so a tickbus p99 beside theirs includes the control plane's cost, as
 // a deployment on so few cores would. (With Config.Scaling the tickbus
 // case's Client, this process's, stays up through the later cases for the
