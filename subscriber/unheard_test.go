@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/internal/testlog"
 	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
@@ -100,27 +100,6 @@ func (l *natsLink) Restore() {
 	}
 	require.NoError(l.t, err)
 	l.serve(ln)
-}
-
-// logText keeps a logger's lines (safe from any goroutine).
-type logText struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logText) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logText) has(s string) bool { return l.count(s) > 0 }
-
-// count is how many times s was logged.
-func (l *logText) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
 }
 
 // awayRig is a publisher's node a (with the NATS server) and a
@@ -216,7 +195,7 @@ func TestPubSub_SubscriberNodeAwayFromNATS_GetsEveryTick(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	r := newAwayRig(t, ctx)
-	var logs logText
+	var logs testlog.Buf
 	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, Logger: zerolog.New(&logs),
 		JournalSlots: -1}) // no journal: the ring's reader would recover from it what the publisher no longer wrote
 	require.NoError(t, err)
@@ -231,7 +210,7 @@ func TestPubSub_SubscriberNodeAwayFromNATS_GetsEveryTick(t *testing.T) {
 	require.False(t, r.b.Connected(), "b reconnected to NATS although its link is cut")
 	// the publisher has been told (kept it, or, as before, dropped it)
 	require.Eventually(t, func() bool {
-		return logs.has("subscriber's node unheard on NATS") || logs.has("subscriber gone; dropped its queue pair")
+		return logs.Count("subscriber's node unheard on NATS") > 0 || logs.Count("subscriber gone; dropped its queue pair") > 0
 	}, 20*time.Second, 5*time.Millisecond)
 	r.publish(t, pub, 300) // while b is unheard
 	require.Eventually(t, func() bool { return r.c.count() == 600 }, 20*time.Second, 5*time.Millisecond,
@@ -335,7 +314,7 @@ func TestPubSub_UnheardSubscriberWhoseQueuePairFails_IsDropped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	r := newAwayRig(t, ctx)
-	var logs logText
+	var logs testlog.Buf
 	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, Logger: zerolog.New(&logs)})
 	require.NoError(t, err)
 	defer pub.Close()
@@ -343,9 +322,9 @@ func TestPubSub_UnheardSubscriberWhoseQueuePairFails_IsDropped(t *testing.T) {
 	r.publish(t, pub, 100)
 	require.Eventually(t, func() bool { return r.c.count() == 100 }, 20*time.Second, 5*time.Millisecond)
 
-	held := logs.count("subscriber's node unheard on NATS") // (a starved bus may have lost b, and heard it again, before the cut)
+	held := logs.Count("subscriber's node unheard on NATS") // (a starved bus may have lost b, and heard it again, before the cut)
 	r.link.Cut()
-	require.Eventually(t, func() bool { return logs.count("subscriber's node unheard on NATS") > held }, 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return logs.Count("subscriber's node unheard on NATS") > held }, 20*time.Second, 5*time.Millisecond)
 	require.Equal(t, 1, pub.Subscribers())
 	require.NoError(t, r.sub.Close()) // its queue pairs close; its withdrawal cannot reach the bus
 	require.NoError(t, <-r.runErr)
@@ -354,7 +333,7 @@ func TestPubSub_UnheardSubscriberWhoseQueuePairFails_IsDropped(t *testing.T) {
 		return pub.Subscribers() == 0
 	}, 20*time.Second, 5*time.Millisecond, "the publisher still writes to a subscriber whose queue pair failed")
 	assert.Equal(t, uint64(1), pub.UnheardDrops())
-	assert.True(t, logs.has("dropped a subscriber whose node is unheard on NATS"), "the drop was not logged")
+	assert.True(t, logs.Count("dropped a subscriber whose node is unheard on NATS") > 0, "the drop was not logged")
 }
 
 // A subscriber dropped by a publisher that lives on but publishes nothing
@@ -417,7 +396,7 @@ func TestPubSub_PublisherNodeAwayFromNATS_SubscriberKeepsItsQueuePairs(t *testin
 	defer devA.Close()
 	defer devB.Close()
 	var c collect
-	var logs logText
+	var logs testlog.Buf
 	sub, err := subscriber.New(ctx, a, devA, subscriber.Config{Topic: "away", Idle: rdma.Yield{}, StatsInterval: -1, Logger: zerolog.New(&logs)}, &c)
 	require.NoError(t, err)
 	runErr := make(chan error, 1)
@@ -445,7 +424,7 @@ func TestPubSub_PublisherNodeAwayFromNATS_SubscriberKeepsItsQueuePairs(t *testin
 	nl.Cut()
 	require.Eventually(t, func() bool { return !hears(a, "b") }, 20*time.Second, 10*time.Millisecond, "a still hears b")
 	require.Eventually(t, func() bool {
-		return logs.has("publisher's node unheard on NATS") || logs.has("subscriber: publisher gone")
+		return logs.Count("publisher's node unheard on NATS") > 0 || logs.Count("subscriber: publisher gone") > 0
 	}, 20*time.Second, 5*time.Millisecond)
 	publish(300) // from a node away from NATS
 	require.Eventually(t, func() bool { return c.count() == 600 }, 20*time.Second, 5*time.Millisecond,
@@ -454,7 +433,7 @@ func TestPubSub_PublisherNodeAwayFromNATS_SubscriberKeepsItsQueuePairs(t *testin
 
 	nl.Restore()
 	require.Eventually(t, func() bool { return b.Connected() && hears(a, "b") }, 20*time.Second, 10*time.Millisecond, "b not heard again")
-	require.Eventually(t, func() bool { return logs.has("publisher's node heard again") }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return logs.Count("publisher's node heard again") > 0 }, 20*time.Second, 10*time.Millisecond)
 	publish(300)
 	require.Eventually(t, func() bool { return c.count() == 900 }, 20*time.Second, 5*time.Millisecond)
 	assert.Zero(t, pub.Stats().Dropped, "the publisher's queue pair to the subscriber failed")
@@ -478,7 +457,7 @@ func TestPubSub_UnheardSubscriber_DroppedWhenTheHoldEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	r := newAwayRig(t, ctx)
-	var logs logText
+	var logs testlog.Buf
 	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, Logger: zerolog.New(&logs),
 		UnheardHold: 300 * time.Millisecond, JournalSlots: -1})
 	require.NoError(t, err)
@@ -489,7 +468,7 @@ func TestPubSub_UnheardSubscriber_DroppedWhenTheHoldEnds(t *testing.T) {
 	r.link.Cut()
 	require.Eventually(t, func() bool { return pub.Subscribers() == 0 }, 20*time.Second, 10*time.Millisecond, "the hold never ended")
 	assert.Positive(t, pub.UnheardDrops())
-	assert.True(t, logs.has("unheard for the whole hold"), "the drop was not logged with its reason")
+	assert.True(t, logs.Count("unheard for the whole hold") > 0, "the drop was not logged with its reason")
 	r.publish(t, pub, 100) // to nobody
 	require.NoError(t, pub.Close())
 	r.link.Restore()

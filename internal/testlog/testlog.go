@@ -5,6 +5,7 @@ package testlog
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 	"testing"
 
@@ -28,6 +29,9 @@ func (l *Buf) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// Count is how many times s is in what was written.
+func (l *Buf) Count(s string) int { return strings.Count(l.String(), s) }
 
 // OnFailure returns a logger of info and above whose lines t prints if it
 // fails, and only then.
