@@ -159,6 +159,26 @@ func (r *awayRig) publish(t *testing.T, pub *publisher.Publisher, n int) {
 	}
 }
 
+// dropSubscriber starts a publisher with no journal (nothing to recover
+// the tail from, nor a counter to READ) that drops an unheard subscriber
+// at once, publishes 300 ticks, cuts b's link until the publisher has
+// dropped b, and publishes 200 more to nobody. (A bus starved by the rest
+// of a CI run may lose b before the cut, and the publisher drops it then:
+// the callers' checks hold either way.)
+func (r *awayRig) dropSubscriber(t *testing.T, ctx context.Context) *publisher.Publisher {
+	t.Helper()
+	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, UnheardHold: -1, JournalSlots: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pub.Close() })
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	r.publish(t, pub, 300)
+	require.Eventually(t, func() bool { return r.c.count() == 300 || pub.Subscribers() == 0 }, 20*time.Second, 5*time.Millisecond)
+	r.link.Cut()
+	require.Eventually(t, func() bool { return pub.Subscribers() == 0 }, 20*time.Second, 10*time.Millisecond, "the publisher kept the subscriber")
+	r.publish(t, pub, 200) // to nobody: b's ring was dropped
+	return pub
+}
+
 // closeAndAccount closes the subscriber and checks that its lost count is
 // published minus delivered, and that its ticks and events name every
 // sequence published exactly once, in order. It returns the counters.
@@ -254,19 +274,7 @@ func TestPubSub_DroppedSubscriber_NamesTheTailItNeverGot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	r := newAwayRig(t, ctx)
-	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, UnheardHold: -1,
-		JournalSlots: -1}) // no journal: nothing to recover the tail from, nor a counter to READ
-	require.NoError(t, err)
-	defer pub.Close()
-	require.NoError(t, pub.WaitSubscribers(ctx, 1))
-
-	r.publish(t, pub, 300)
-	// (a bus starved by the rest of a CI run may lose b before the cut,
-	// and this publisher drops it then: the checks below hold either way)
-	require.Eventually(t, func() bool { return r.c.count() == 300 || pub.Subscribers() == 0 }, 20*time.Second, 5*time.Millisecond)
-	r.link.Cut()
-	require.Eventually(t, func() bool { return pub.Subscribers() == 0 }, 20*time.Second, 10*time.Millisecond, "the publisher kept the subscriber")
-	r.publish(t, pub, 200) // to nobody: b's ring was dropped
+	pub := r.dropSubscriber(t, ctx)
 	require.NoError(t, pub.Close())
 
 	r.link.Restore()
@@ -349,15 +357,7 @@ func TestPubSub_DroppedSubscriber_NamesTheTailAtClose(t *testing.T) {
 	defer cancel()
 	t.Cleanup(subscriber.NoAskOnReconnect()) // what Close does by itself (the question on reconnect has a test of its own)
 	r := newAwayRig(t, ctx)
-	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, UnheardHold: -1, JournalSlots: -1})
-	require.NoError(t, err)
-	defer pub.Close()
-	require.NoError(t, pub.WaitSubscribers(ctx, 1))
-	r.publish(t, pub, 300)
-	require.Eventually(t, func() bool { return r.c.count() == 300 || pub.Subscribers() == 0 }, 20*time.Second, 5*time.Millisecond)
-	r.link.Cut()
-	require.Eventually(t, func() bool { return pub.Subscribers() == 0 }, 20*time.Second, 10*time.Millisecond, "the publisher kept the subscriber")
-	r.publish(t, pub, 200) // to nobody
+	r.dropSubscriber(t, ctx)
 	r.link.Restore()
 	require.Eventually(t, func() bool { return r.b.Connected() }, 20*time.Second, 10*time.Millisecond)
 
@@ -487,15 +487,7 @@ func TestPubSub_DroppedSubscriber_NamesTheTailWhenNATSIsBack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	r := newAwayRig(t, ctx)
-	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, UnheardHold: -1, JournalSlots: -1})
-	require.NoError(t, err)
-	defer pub.Close()
-	require.NoError(t, pub.WaitSubscribers(ctx, 1))
-	r.publish(t, pub, 300)
-	require.Eventually(t, func() bool { return r.c.count() == 300 || pub.Subscribers() == 0 }, 20*time.Second, 5*time.Millisecond)
-	r.link.Cut()
-	require.Eventually(t, func() bool { return pub.Subscribers() == 0 }, 20*time.Second, 10*time.Millisecond, "the publisher kept the subscriber")
-	r.publish(t, pub, 200) // to nobody
+	r.dropSubscriber(t, ctx)
 	r.link.Restore()
 	require.Eventually(t, func() bool { return r.sub.Counters().Next > r.sequence }, 20*time.Second, 10*time.Millisecond,
 		"the subscriber never passed the tail (at %d of %d)", r.sub.Counters().Next, r.sequence)
