@@ -10,8 +10,10 @@ package ring
 // gap timeout with one EventGap (after what the journal recovers). Late
 // ticks of that range are never delivered once it is named, so nothing is
 // counted twice. Only ever raises the bound; a c at or above FenceAdd, or
-// above the newest reservation the reader knows, is ignored, as the
-// journal's counter READ is. Safe from any goroutine.
+// above the newest reservation the reader knows, or given while the reader
+// still awaits its first epoch, is ignored, as the journal's counter READ
+// is; a gap it armed is judged again if an epoch start inside it is
+// learnt meanwhile. Safe from any goroutine.
 func (r *Reader) SetClaimed(c uint64) {
 	for {
 		old := r.claimed.Load()
@@ -31,7 +33,9 @@ func (r *Reader) claimedLimit() uint64 {
 	if c <= r.next || c >= FenceAdd {
 		return 0
 	}
-	if b := r.bound.Load(); b > 1 && c > b {
+	// bound 1: the reader awaits its first epoch (AwaitEpoch), so it
+	// cannot tell this epoch's counter from a newer one's
+	if b := r.bound.Load(); b == 1 || (b > 1 && c > b) {
 		return 0
 	}
 	return c

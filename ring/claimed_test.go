@@ -71,3 +71,31 @@ func TestReader_SetClaimed_NamesATailNothingFollows(t *testing.T) {
 	assert.Equal(t, uint64(7), c2.ticks[3].Seq)
 	assert.Len(t, c2.events, 1)
 }
+
+// A counter from a new epoch (the home failed over; the new home told it)
+// can reach the reader before the epoch itself does. The gap it arms must
+// not name the ended epoch's unused range lost: once the epoch start is
+// known, that range is one EventEpoch, and only the new epoch's missing
+// ticks are a gap. (The chaos test saw a subscriber name 4,198,240
+// sequences lost where the publishers had claimed 104,224.)
+func TestReader_SetClaimed_CounterOfANewEpoch_EpochLearntMeanwhile_NamesTheEpochNotAGap(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64, GapTimeout: 150 * time.Millisecond}, tp.w).Reader()
+	for i := 1; i <= 3; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, r, &c, func() bool { return len(c.ticks) == 3 })
+	r.SetClaimed(105) // the new home's counter: its epoch starts at 100, 100..104 claimed
+	end := time.Now().Add(30 * time.Millisecond)
+	for time.Now().Before(end) { // the gap check arms with the counter as its end
+		r.Poll(&c)
+	}
+	require.Empty(t, c.events)
+	r.SetEpoch(100, 200)
+	pollUntil(t, r, &c, func() bool { return len(c.events) == 2 })
+	assert.Equal(t, []Event{{Kind: EventEpoch, From: 4, To: 99}, {Kind: EventGap, From: 100, To: 104}}, c.events)
+	st := r.Stats()
+	assert.Equal(t, uint64(5), st.Gap, "only the new epoch's claimed ticks are lost")
+}

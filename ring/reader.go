@@ -585,6 +585,13 @@ func (r *Reader) idleCheck(h Handler) int {
 		return 0
 	}
 	r.gapSince = 0
+	if es := r.epochStart.Load(); !r.gapEpoch && es > r.next && es < r.gapLimit {
+		// An epoch start learnt while this gap waited lies inside it (the
+		// gap's end came from a counter, SetClaimed's or the journal's, of
+		// the new epoch): the ended epoch's unused range is no loss.
+		// Judge it again, with the epoch known, from the next scan.
+		return 0
+	}
 	r.gapFires++
 	end := r.gapLimit
 	for s := r.next; s < end && s-r.next <= r.mask; s++ {
