@@ -26,6 +26,24 @@ func (r *Reader) SetClaimed(c uint64) {
 // Claimed is the bound SetClaimed gave (0: none).
 func (r *Reader) Claimed() uint64 { return r.claimed.Load() }
 
+// ClaimedTail is what of SetClaimed's bound the reader has neither
+// delivered nor named, judged as its gap check judges it: end is 0 when
+// the bound is not believable (see claimedLimit) or not ahead; else
+// next..end-1 are claimed and missing, and an epoch start the reader
+// knows inside that range (epoch, else 0) splits off next..epoch-1, the
+// ended epoch's unused range, which is no loss. For Close, after the
+// polling goroutine stopped.
+func (r *Reader) ClaimedTail() (next, epoch, end uint64) {
+	next, end = r.next, r.claimedLimit()
+	if end == 0 {
+		return next, 0, 0
+	}
+	if es := r.epochStart.Load(); es > next && es < end {
+		epoch = es
+	}
+	return next, epoch, end
+}
+
 // claimedLimit is the gap check's end when nothing later is in the ring:
 // the claimed bound, if it is ahead of the reader and believable; else 0.
 func (r *Reader) claimedLimit() uint64 {

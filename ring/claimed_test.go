@@ -99,3 +99,29 @@ func TestReader_SetClaimed_CounterOfANewEpoch_EpochLearntMeanwhile_NamesTheEpoch
 	st := r.Stats()
 	assert.Equal(t, uint64(5), st.Gap, "only the new epoch's claimed ticks are lost")
 }
+
+// ClaimedTail (what Close names) judges the bound as the gap check does:
+// nothing while the reader awaits its first epoch, and a known epoch start
+// inside the tail splits off the ended epoch's unused range.
+func TestReader_ClaimedTail_TrustsTheBoundAsTheGapCheckDoes(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64}, tp.w).Reader()
+	for i := 1; i <= 3; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, r, &c, func() bool { return len(c.ticks) == 3 })
+	r.SetClaimed(105)
+	next, epoch, end := r.ClaimedTail()
+	assert.Equal(t, [3]uint64{4, 0, 105}, [3]uint64{next, epoch, end})
+	r.SetEpoch(100, 200)
+	next, epoch, end = r.ClaimedTail()
+	assert.Equal(t, [3]uint64{4, 100, 105}, [3]uint64{next, epoch, end})
+
+	r2 := tp.addRing(RingConfig{Slots: 64}, tp.w).Reader()
+	r2.AwaitEpoch()
+	r2.SetClaimed(105)
+	_, _, end = r2.ClaimedTail()
+	assert.Zero(t, end, "a reader awaiting its first epoch trusted a counter")
+}

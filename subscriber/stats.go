@@ -70,7 +70,7 @@ func (s *Subscriber) Counters() Counters {
 	lg, lo, je := s.h.lateGap.Load(), s.h.lateOverrun.Load(), s.h.joinEpoch.Load()
 	st := s.reader.Stats()
 	return Counters{Received: st.Delivered, Gaps: st.Gap - jg - lg, Overruns: st.Overrun - jo - lo, Skips: st.Skip,
-		Join: lg + lo + s.tailJoin.Load(), Epoch: st.Epoch - je, Credits: int(s.credits.Load()), JournalEpoch: s.journalAt.Load(),
+		Join: lg + lo + s.tailJoin.Load(), Epoch: st.Epoch - je + s.tailEpoch.Load(), Credits: int(s.credits.Load()), JournalEpoch: s.journalAt.Load(),
 		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
 		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo + je + s.h.joinSkipped.Load(), StartedAt: s.h.startedAt.Load(),
 		Rate: math.Float64frombits(s.rate.Load()), Undelivered: s.undelivered.Load(), Tail: s.tail.Load()}

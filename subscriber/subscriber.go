@@ -60,6 +60,8 @@ type Subscriber struct {
 	home     atomic.Pointer[bus.HomeInfo]
 	tail     atomic.Uint64
 	tailJoin atomic.Uint64
+	// tailEpoch: an ended epoch's unused range Close named (Counters.Epoch)
+	tailEpoch atomic.Uint64
 
 	stop    atomic.Bool // Run returns when set
 	running sync.Mutex  // held by Run; Close waits on it

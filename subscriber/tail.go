@@ -158,25 +158,36 @@ func (s *Subscriber) onReconnect() {
 // or, while a publisher is still joining the ring, as ring.EventJoin
 // (Counters.Join), as the reader's own losses are then. Before the ring's
 // first tick they were never this ring's: counted in BeforeJoin. Ticks
-// that Undelivered counted are left out.
+// that Undelivered counted are left out. The bound is judged as the
+// reader's gap check judges it (ring.Reader.ClaimedTail): an ended
+// epoch's unused range below a new epoch's counter is one
+// ring.EventEpoch (Counters.Epoch), not a loss.
 func (s *Subscriber) nameTail(undeliveredFrom uint64, undelivered uint64) {
-	c, next := s.reader.Claimed(), s.reader.Next()
+	next, epoch, c := s.reader.ClaimedTail()
 	if undelivered > 0 && undeliveredFrom < c {
 		c = undeliveredFrom
 	}
 	if c <= next {
 		return
 	}
-	ev := ring.Event{Kind: ring.EventGap, From: next, To: c - 1}
 	h := &s.h
-	switch {
-	case !h.joined:
-		h.joinSkipped.Add(ev.Count())
+	if !h.joined {
+		h.joinSkipped.Add(c - next)
 		return
-	case h.joining.Load() && time.Now().UnixNano() < h.joinDeadline.Load():
+	}
+	if epoch != 0 && epoch < c {
+		ev := ring.Event{Kind: ring.EventEpoch, From: next, To: epoch - 1}
+		s.tailEpoch.Add(ev.Count())
+		if h.user != nil {
+			h.user.OnEvent(ev)
+		}
+		next = epoch
+	}
+	ev := ring.Event{Kind: ring.EventGap, From: next, To: c - 1}
+	if h.joining.Load() && time.Now().UnixNano() < h.joinDeadline.Load() {
 		ev.Kind = ring.EventJoin
 		s.tailJoin.Add(ev.Count())
-	default:
+	} else {
 		s.tail.Add(ev.Count())
 	}
 	s.log.Warn().Uint64("from", ev.From).Uint64("to", ev.To).Stringer("kind", ev.Kind).
