@@ -227,16 +227,39 @@ func nextElem(list []byte) (listElem, []byte, []byte, error) {
 
 // checkList checks that list holds exactly n well-formed WRITEs.
 func checkList(list []byte, n uint32) error {
+	_, err := scanList(list, n)
+	return err
+}
+
+// listSpan is what scanList learns of a well-formed WRITE list: the hull
+// [lo, hi] of the remote bytes its WRITEs touch (a zero-length WRITE
+// counts its address), unless some WRITE's end overflows (wraps), and the
+// OR of their flags.
+type listSpan struct {
+	lo, hi uint64
+	wraps  bool
+	flags  uint8
+}
+
+// scanList checks that list holds exactly n well-formed WRITEs, as
+// checkList, and returns their span.
+func scanList(list []byte, n uint32) (listSpan, error) {
+	sp := listSpan{lo: ^uint64(0)}
 	for i := uint32(0); i < n; i++ {
-		var err error
-		if _, _, list, err = nextElem(list); err != nil {
-			return err
+		e, _, rest, err := nextElem(list)
+		if err != nil {
+			return listSpan{}, err
 		}
+		list = rest
+		end := e.raddr + uint64(e.len)
+		sp.wraps = sp.wraps || end < e.raddr
+		sp.lo, sp.hi = min(sp.lo, e.raddr), max(sp.hi, end)
+		sp.flags |= e.flags
 	}
 	if len(list) != 0 {
-		return fmt.Errorf("%w: %d bytes after the last WRITE of a list", ErrFrame, len(list))
+		return listSpan{}, fmt.Errorf("%w: %d bytes after the last WRITE of a list", ErrFrame, len(list))
 	}
-	return nil
+	return sp, nil
 }
 
 func (r *response) put(b []byte) {

@@ -262,6 +262,7 @@ func FuzzCheckList(f *testing.F) {
 	f.Add(encodeList([]listElem{{raddr: 1 << 40, len: 0, flags: reqAckNow | reqSignaled}}, func(int) []byte { return nil }), uint8(1))
 	f.Add([]byte{}, uint8(1))
 	f.Add(make([]byte, listElemLen), uint8(0))
+	f.Add(encodeList([]listElem{{raddr: ^uint64(0) - 3, len: 8}, {raddr: 16, len: 0}}, func(i int) []byte { return make([]byte, 8*(1-i)) }), uint8(2))
 	f.Fuzz(func(t *testing.T, b []byte, n uint8) {
 		if err := checkList(b, uint32(n)); err != nil {
 			if !errors.Is(err, ErrFrame) {
@@ -269,8 +270,13 @@ func FuzzCheckList(f *testing.F) {
 			}
 			return
 		}
+		sp, err := scanList(b, uint32(n))
+		if err != nil {
+			t.Fatalf("scanList fails where checkList passed: %v", err)
+		}
 		var out []byte
 		rest := b
+		want := listSpan{lo: ^uint64(0)}
 		for i := 0; i < int(n); i++ {
 			e, p, r, err := nextElem(rest)
 			if err != nil {
@@ -280,9 +286,16 @@ func FuzzCheckList(f *testing.F) {
 			e.put(eh[:])
 			out = append(append(out, eh[:]...), p...)
 			rest = r
+			// The span covers every WRITE (or says one wraps).
+			end := e.raddr + uint64(e.len)
+			want.wraps = want.wraps || end < e.raddr
+			want.lo, want.hi, want.flags = min(want.lo, e.raddr), max(want.hi, end), want.flags|e.flags
 		}
 		if !bytes.Equal(out, b) || len(rest) != 0 {
 			t.Fatalf("re-encoded %x, want %x", out, b)
+		}
+		if sp != want {
+			t.Fatalf("span %+v, want %+v", sp, want)
 		}
 	})
 }

@@ -199,13 +199,17 @@ func (s *responder) takeRecv() (rdma.RecvRequest, bool) {
 
 // applyList applies the WRITEs of a WRITE list (frame.go) with header h,
 // once the whole list is known to be well formed, each as if it had come
-// in a frame of its own.
+// in a frame of its own. The checks of apply's WRITE (remoteSpan) are made
+// once for the list: the region and the grant looked up, the region
+// pinned, and the hull of the list's WRITEs bounds- and grant-checked; a
+// WRITE inside the hull is inside both. Only a list whose hull fails is
+// checked WRITE by WRITE (applyEach), so the first WRITE out of bounds is
+// refused with those before it applied, as separate WRITEs would be.
 func (s *responder) applyList(h *request, list []byte) error {
-	if err := checkList(list, h.imm); err != nil {
+	sp, err := scanList(list, h.imm)
+	if err != nil {
 		return err
 	}
-	// The checks of apply's WRITE (remoteSpan), with the region and the
-	// grant looked up and the region pinned once for the list.
 	q := s.q
 	reg := q.dev.keys.Load().byR[h.rkey]
 	ok := reg != nil && reg.access.Has(rdma.AccessRemoteWrite)
@@ -216,22 +220,52 @@ func (s *responder) applyList(h *request, list []byte) error {
 		g, granted = (*t)[h.rkey]
 		confined, ok = true, ok && granted && g.access.Has(rdma.AccessRemoteWrite)
 	}
-	ok = ok && reg.acquire()
+	if !ok || !reg.acquire() {
+		return s.refuse(&request{op: rdma.OpWrite, seq: h.seq, rkey: h.rkey, raddr: binary.LittleEndian.Uint64(list), len: binary.LittleEndian.Uint32(list[8:])}, rdma.StatusRemoteAccess)
+	}
+	n := sp.hi - sp.lo
+	in := !sp.wraps && (!confined || sp.lo >= g.lo && n <= g.hi-g.lo && sp.lo-g.lo <= g.hi-g.lo-n)
+	if in {
+		_, in = reg.span(sp.lo, n)
+	}
+	if !in {
+		err := s.applyEach(h, list, reg, g, confined)
+		reg.release()
+		return err
+	}
+	// Every WRITE is in the region and the grant: [raddr, raddr+len) lies
+	// in the hull. The list is well formed (scanList): entries are read
+	// without checks.
+	b, base := reg.b, reg.addr
+	for i := uint32(0); i < h.imm; i++ {
+		raddr := binary.LittleEndian.Uint64(list) - base
+		ln := uint64(binary.LittleEndian.Uint32(list[8:]))
+		putBytes(b[raddr:raddr+ln:raddr+ln], list[listElemLen:listElemLen+ln])
+		list = list[listElemLen+ln:]
+	}
+	reg.release()
+	s.ackUpto = h.seq + uint64(h.imm) - 1
+	s.wanted = s.wanted || sp.flags&reqSignaled != 0
+	s.now = s.now || sp.flags&reqAckNow != 0
+	return nil
+}
+
+// applyEach is applyList for a list whose hull failed a check: each WRITE
+// is checked as if alone; the first that fails is refused, with those
+// before it applied and answered. reg is pinned by the caller.
+func (s *responder) applyEach(h *request, list []byte, reg *region, g grantSpan, confined bool) error {
 	w := request{op: rdma.OpWrite, seq: h.seq, rkey: h.rkey}
 	for i := uint32(0); i < h.imm; i++ {
-		e, payload, rest, _ := nextElem(list) // checked above
+		e, payload, rest, _ := nextElem(list) // checked by scanList
 		list = rest
 		w.flags, w.len, w.raddr = e.flags, e.len, e.raddr
 		n := uint64(w.len)
-		in := ok && (!confined || w.raddr >= g.lo && n <= g.hi-g.lo && w.raddr-g.lo <= g.hi-g.lo-n)
+		in := !confined || w.raddr >= g.lo && n <= g.hi-g.lo && w.raddr-g.lo <= g.hi-g.lo-n
 		var dst []byte
 		if in {
 			dst, in = reg.span(w.raddr, n)
 		}
 		if !in {
-			if ok {
-				reg.release()
-			}
 			return s.refuse(&w, rdma.StatusRemoteAccess)
 		}
 		putBytes(dst, payload)
@@ -239,9 +273,6 @@ func (s *responder) applyList(h *request, list []byte) error {
 		s.wanted = s.wanted || w.flags&reqSignaled != 0
 		s.now = s.now || w.flags&reqAckNow != 0
 		w.seq++
-	}
-	if ok {
-		reg.release()
 	}
 	return nil
 }
