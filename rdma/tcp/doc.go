@@ -31,13 +31,15 @@
 // and 64 stamps, is one frame to decode, checked whole before any of it is
 // applied, each WRITE then checked and answered as if it came alone.
 // WRITE and SEND acknowledgements are cumulative, and the requester says
-// in each request when an answer is worth a write(2): at once for one
-// request in an eighth of its send queue (reqAckNow), when the input runs
-// dry for a signalled one posted with few outstanding (reqSignaled);
-// everything else is answered with those, or when no more input came for a
-// millisecond. So a stream of ticks costs one ACK per 256 WRITEs on the
-// link layer's 2048-deep queues, not one per 50 as when every signalled
-// WRITE asked for one.
+// in each request when an answer is worth a write(2): soon for one
+// request in an eighth of its send queue (reqAckNow: when the input runs
+// dry or 64 KiB of input later), when the input runs dry for a signalled
+// one posted with few outstanding (reqSignaled); everything else is
+// answered with those, or when no more input came for a millisecond. So a
+// stream of ticks costs at most one ACK per 256 WRITEs on the link layer's
+// 2048-deep queues, and one per chunk the responder reads when a chunk
+// holds several of those, not one per 50 as when every signalled WRITE
+// asked for one.
 //
 // Errors follow verbs: an error completion moves the requester's QP to ERR,
 // and what is outstanding completes with StatusFlushed. A broken connection

@@ -70,13 +70,23 @@ const (
 //     sets it on a signalled request posted while few requests are
 //     outstanding (a poller may be waiting for just this one), not on
 //     the signalled ones of a stream, which the next reqAckNow answers.
-//   - reqAckNow: answer right after applying it, input buffered or not.
-//     The requester sets it on one request in an eighth of its send
-//     queue, so that a stream gets room back long before its queue fills.
+//   - reqAckNow: answer soon after applying it: when the input runs dry,
+//     or once ackNowBytes of input came since the last answer, whichever
+//     is first. The requester sets it on one request in an eighth of its
+//     send queue, so that a stream gets room back long before its queue
+//     fills; a responder that reads a stream in large chunks answers once
+//     per chunk, not once per reqAckNow request in it (each answer is a
+//     write(2) here and a wake-up of the requester's reaper).
 //
 // Whatever is left unanswered is answered when no more input came for
 // ackDelay (so the tail of a stream that stopped is answered long before
 // Config.AckTimeout).
+// ackNowBytes bounds how much input a responder reads past a reqAckNow
+// request before it answers: a sixth to a third of what a link-layer
+// writer's 2048-deep send queue holds in ring ticks (1024-2048 ticks of
+// 152-176 bytes on the wire).
+const ackNowBytes = 64 << 10
+
 const (
 	reqSignaled uint8 = 1
 	reqAckNow   uint8 = 2

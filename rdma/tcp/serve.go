@@ -39,12 +39,13 @@ func (q *QP) serve(c *rawConn) {
 	expect := uint64(1)
 	for {
 		// Answer when the buffered input runs out and an answer is wanted
-		// (a prompt request's ACK, a READ or atomic response, a NAK), and
-		// after a reqAckNow request whether or not it does: a requester
-		// streaming into a full pipe would otherwise hear nothing until it
-		// stops, its send queue filling and draining in lock step with the
-		// round trip.
-		if (br.Buffered() == 0 && (s.wanted || bw.Buffered() > 0)) || s.now {
+		// (a prompt request's ACK, a reqAckNow request's, a READ or atomic
+		// response, a NAK), and after a reqAckNow request once ackNowBytes
+		// of input came since the last answer whether or not it runs out:
+		// a requester streaming into a full pipe would otherwise hear
+		// nothing until it stops, its send queue filling and draining in
+		// lock step with the round trip.
+		if s.answerDue(br.Buffered(), bw.Buffered()) {
 			if err = s.flushAck(); err != nil {
 				break
 			}
@@ -61,6 +62,10 @@ func (q *QP) serve(c *rawConn) {
 		var r request
 		if r, err = decodeRequest(hdr[:], s.max); err != nil {
 			break
+		}
+		s.since += reqHeaderLen
+		if hasPayload(r.op) || r.op == opWriteList {
+			s.since += int(r.len)
 		}
 		if r.seq != expect {
 			err = fmt.Errorf("%w: request seq %d, want %d", ErrFrame, r.seq, expect)
@@ -133,8 +138,15 @@ type responder struct {
 	scratch []byte
 	ackUpto uint64 // highest applied seq whose ACK is owed; 0 for none
 	wanted  bool   // a reqSignaled request is among them: answer once the input runs out
-	now     bool   // a reqAckNow request is among them: answer before reading on
+	now     bool   // a reqAckNow request is among them: answer soon (ackNowBytes)
+	since   int    // input bytes read since the last answer
 	out     [respHeaderLen]byte
+}
+
+// answerDue reports whether serve answers now, with buffered bytes of
+// input still unread and pending bytes of answers unwritten (see serve).
+func (s *responder) answerDue(buffered, pending int) bool {
+	return (buffered == 0 && (s.wanted || s.now || pending > 0)) || (s.now && s.since >= ackNowBytes)
 }
 
 func (s *responder) flushAck() error {
@@ -147,7 +159,7 @@ func (s *responder) flushAck() error {
 // respond writes a response; it answers every earlier request too.
 func (s *responder) respond(r response, data []byte) error {
 	r.put(s.out[:])
-	s.ackUpto, s.wanted, s.now = 0, false, false
+	s.ackUpto, s.wanted, s.now, s.since = 0, false, false, 0
 	if _, err := s.bw.Write(s.out[:]); err != nil {
 		return err
 	}
