@@ -75,9 +75,6 @@ type Subscriber struct {
 	also   link.AlsoOn       // the ring registered on other providers' devices too
 	used   map[string]bool   // every provider a publisher connected over
 	closed bool
-	// unheard: publishers whose node the bus lost while their queue pairs
-	// stayed up, kept (accept.go holdUnheard)
-	unheard map[string]bool
 	// closing is set (under mu) when Close begins, before it waits for wg:
 	// spawn adds to wg only before it, so no Add races the Wait.
 	closing bool
@@ -112,7 +109,7 @@ func New(ctx context.Context, node Node, devs *link.Devices, cfg Config, h Handl
 		cfg.ID = node.ID()
 	}
 	s := &Subscriber{cfg: cfg, node: node, devs: devs, log: cfg.Logger.With().Str("topic", cfg.Topic).Str("subscriber", cfg.ID).Logger(),
-		qps: map[string][]conn{}, unheard: map[string]bool{}, used: map[string]bool{}, rec: stats.NewRecorder(), done: make(chan struct{})}
+		qps: map[string][]conn{}, used: map[string]bool{}, rec: stats.NewRecorder(), done: make(chan struct{})}
 	s.h = recHandler{user: h, rec: s.rec, pending: map[uint32]struct{}{}, seen: map[uint32]struct{}{}}
 	dev, err := devs.Get(cfg.Provider)
 	if err != nil {
@@ -145,8 +142,13 @@ func New(ctx context.Context, node Node, devs *link.Devices, cfg Config, h Handl
 		Accept:          s.accept,
 		OnPublisher:     s.publisherUp,
 		OnPublisherGone: s.publisherGone,
-		OnHome:          s.onHomeRecord,
-		OnReconnect:     s.onReconnect,
+		// a publisher whose node the bus cannot hear, but whose queue
+		// pairs are up, is held (bus.Config.UnheardHold)
+		PublisherReachable: s.publisherReachable,
+		OnPublisherUnheard: s.onPublisherUnheard,
+		OnPublisherHeard:   s.onPublisherHeard,
+		OnHome:             s.onHomeRecord,
+		OnReconnect:        s.onReconnect,
 	})
 	if err != nil {
 		_ = s.ring.Close()

@@ -105,7 +105,9 @@ func (l *natsLink) Restore() {
 // awayRig is a publisher's node a (with the NATS server) and a
 // subscriber's node b that reaches it only through a natsLink, with short
 // heartbeats: cutting the link makes a lose b within a second while
-// both processes, and the shm queue pair between them, stay up.
+// both processes, and the shm queue pair between them, stay up. holdA is
+// a's bus.Config.UnheardHold (0: the default; negative: a drops an
+// unheard subscriber at once).
 type awayRig struct {
 	a, b     *bus.Node
 	link     *natsLink
@@ -118,14 +120,16 @@ type awayRig struct {
 	sequence uint64
 }
 
-func newAwayRig(t *testing.T, ctx context.Context) *awayRig {
+func newAwayRig(t *testing.T, ctx context.Context, holdA time.Duration) *awayRig {
 	t.Helper()
 	hb := func(id string) bus.Config {
 		return bus.Config{NodeID: id, LeaseTTL: testLease, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: time.Second}
 	}
 	r := &awayRig{runErr: make(chan error, 1)}
 	var err error
-	r.a, err = bus.Open(ctx, hb("a"))
+	ca := hb("a")
+	ca.UnheardHold = holdA
+	r.a, err = bus.Open(ctx, ca)
 	require.NoError(t, err)
 	t.Cleanup(func() { r.a.Close() })
 	u, err := url.Parse(r.a.ClientURL())
@@ -159,15 +163,15 @@ func (r *awayRig) publish(t *testing.T, pub *publisher.Publisher, n int) {
 	}
 }
 
-// dropSubscriber starts a publisher with no journal (nothing to recover
-// the tail from, nor a counter to READ) that drops an unheard subscriber
-// at once, publishes 300 ticks, cuts b's link until the publisher has
+// dropSubscriber, on a rig whose node a drops an unheard subscriber at
+// once (holdA < 0), starts a publisher with no journal (nothing to recover
+// the tail from, nor a counter to READ), publishes 300 ticks, cuts b's link until the publisher has
 // dropped b, and publishes 200 more to nobody. (A bus starved by the rest
 // of a CI run may lose b before the cut, and the publisher drops it then:
 // the callers' checks hold either way.)
 func (r *awayRig) dropSubscriber(t *testing.T, ctx context.Context) *publisher.Publisher {
 	t.Helper()
-	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, UnheardHold: -1, JournalSlots: -1})
+	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, JournalSlots: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pub.Close() })
 	require.NoError(t, pub.WaitSubscribers(ctx, 1))
@@ -214,7 +218,7 @@ func TestPubSub_SubscriberNodeAwayFromNATS_GetsEveryTick(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	r := newAwayRig(t, ctx)
+	r := newAwayRig(t, ctx, 0)
 	var logs testlog.Buf
 	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, Logger: zerolog.New(&logs),
 		JournalSlots: -1}) // no journal: the ring's reader would recover from it what the publisher no longer wrote
@@ -273,7 +277,7 @@ func TestPubSub_DroppedSubscriber_NamesTheTailItNeverGot(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	r := newAwayRig(t, ctx)
+	r := newAwayRig(t, ctx, -1)
 	pub := r.dropSubscriber(t, ctx)
 	require.NoError(t, pub.Close())
 
@@ -321,7 +325,7 @@ func TestPubSub_UnheardSubscriberWhoseQueuePairFails_IsDropped(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	r := newAwayRig(t, ctx)
+	r := newAwayRig(t, ctx, 0)
 	var logs testlog.Buf
 	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, Logger: zerolog.New(&logs)})
 	require.NoError(t, err)
@@ -356,13 +360,100 @@ func TestPubSub_DroppedSubscriber_NamesTheTailAtClose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	t.Cleanup(subscriber.NoAskOnReconnect()) // what Close does by itself (the question on reconnect has a test of its own)
-	r := newAwayRig(t, ctx)
+	r := newAwayRig(t, ctx, -1)
 	r.dropSubscriber(t, ctx)
 	r.link.Restore()
 	require.Eventually(t, func() bool { return r.b.Connected() }, 20*time.Second, 10*time.Millisecond)
 
 	got := r.closeAndAccount(t)
 	assert.Less(t, got.Received, r.sequence, "the dropped subscriber received every tick")
+}
+
+// pubAwayRig is awayRig the other way round: the subscriber's node a
+// (with the NATS server; holdA its bus.Config.UnheardHold) and the
+// publisher's node b, which reaches NATS only through a natsLink.
+type pubAwayRig struct {
+	a, b      *bus.Node
+	link      *natsLink
+	c         collect
+	logs      testlog.Buf // the subscriber's
+	sub       *subscriber.Subscriber
+	runErr    chan error
+	pub       *publisher.Publisher
+	feed      *publisher.Feed
+	published uint64
+}
+
+func newPubAwayRig(t *testing.T, ctx context.Context, holdA time.Duration) *pubAwayRig {
+	t.Helper()
+	cfg := func(id string) bus.Config {
+		return bus.Config{NodeID: id, LeaseTTL: testLease, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: time.Second}
+	}
+	r := &pubAwayRig{runErr: make(chan error, 1)}
+	ca := cfg("a")
+	ca.UnheardHold = holdA
+	var err error
+	r.a, err = bus.Open(ctx, ca) // the subscriber's, with the server
+	require.NoError(t, err)
+	t.Cleanup(func() { r.a.Close() })
+	u, err := url.Parse(r.a.ClientURL())
+	require.NoError(t, err)
+	r.link = newNATSLink(t, u.Host)
+	u.Host = r.link.addr
+	cb := cfg("b")
+	cb.NATS = bus.NATSConfig{URLs: []string{u.String()}, ReconnectWait: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}
+	r.b, err = bus.Open(ctx, cb) // the publisher's, through the link
+	require.NoError(t, err)
+	t.Cleanup(func() { r.b.Close() })
+	devA, devB := link.NewDevices(link.DevicesConfig{HostID: r.a.HostID()}), link.NewDevices(link.DevicesConfig{HostID: r.b.HostID()})
+	t.Cleanup(func() { devA.Close(); devB.Close() })
+	r.sub, err = subscriber.New(ctx, r.a, devA, subscriber.Config{Topic: "away", Idle: rdma.Yield{}, StatsInterval: -1, Logger: zerolog.New(&r.logs)}, &r.c)
+	require.NoError(t, err)
+	go func() { r.runErr <- r.sub.Run(ctx) }()
+	r.pub, err = publisher.New(ctx, r.b, devB, publisher.Config{Topic: "away", Idle: rdma.Yield{}, JournalSlots: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { r.pub.Close() })
+	require.NoError(t, r.pub.WaitSubscribers(ctx, 1))
+	r.feed, err = publisher.NewFeed(publisher.DefaultFeedConfig())
+	require.NoError(t, err)
+	return r
+}
+
+func (r *pubAwayRig) publish(t *testing.T, n int) {
+	t.Helper()
+	var tk tick.Tick
+	for i := 0; i < n; i++ {
+		r.feed.Next(&tk, time.Now().UnixNano())
+		seq, err := r.pub.PublishTick(&tk)
+		require.NoError(t, err)
+		r.published++
+		require.Equal(t, r.published, seq)
+	}
+}
+
+// cut cuts b's link and waits until a has lost b and the subscriber has
+// been told (held it, or dropped it).
+func (r *pubAwayRig) cut(t *testing.T) {
+	t.Helper()
+	r.link.Cut()
+	require.Eventually(t, func() bool { return !hears(r.a, "b") }, 20*time.Second, 10*time.Millisecond, "a still hears b")
+	require.Eventually(t, func() bool {
+		return r.logs.Count("publisher's node unheard on NATS") > 0 || r.logs.Count("subscriber: publisher gone") > 0
+	}, 20*time.Second, 5*time.Millisecond)
+}
+
+// closeAndAccount closes the subscriber and checks that every sequence
+// published was delivered once or named.
+func (r *pubAwayRig) closeAndAccount(t *testing.T) subscriber.Counters {
+	t.Helper()
+	require.NoError(t, r.sub.Close())
+	require.NoError(t, <-r.runErr)
+	got := r.sub.Counters()
+	assert.Equal(t, r.published-got.Received, got.Lost(), "lost is published minus delivered")
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	assert.NoError(t, accountedIn(r.c.seqs, r.c.events, 1, r.published))
+	return got
 }
 
 // The other way round: the publisher's node is away from NATS. The
@@ -377,77 +468,67 @@ func TestPubSub_PublisherNodeAwayFromNATS_SubscriberKeepsItsQueuePairs(t *testin
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cfg := func(id string) bus.Config {
-		return bus.Config{NodeID: id, LeaseTTL: testLease, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: time.Second}
-	}
-	a, err := bus.Open(ctx, cfg("a")) // the subscriber's, with the server
-	require.NoError(t, err)
-	defer a.Close()
-	u, err := url.Parse(a.ClientURL())
-	require.NoError(t, err)
-	nl := newNATSLink(t, u.Host)
-	u.Host = nl.addr
-	cb := cfg("b")
-	cb.NATS = bus.NATSConfig{URLs: []string{u.String()}, ReconnectWait: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}
-	b, err := bus.Open(ctx, cb) // the publisher's, through the link
-	require.NoError(t, err)
-	defer b.Close()
-	devA, devB := link.NewDevices(link.DevicesConfig{HostID: a.HostID()}), link.NewDevices(link.DevicesConfig{HostID: b.HostID()})
-	defer devA.Close()
-	defer devB.Close()
-	var c collect
-	var logs testlog.Buf
-	sub, err := subscriber.New(ctx, a, devA, subscriber.Config{Topic: "away", Idle: rdma.Yield{}, StatsInterval: -1, Logger: zerolog.New(&logs)}, &c)
-	require.NoError(t, err)
-	runErr := make(chan error, 1)
-	go func() { runErr <- sub.Run(ctx) }()
-	pub, err := publisher.New(ctx, b, devB, publisher.Config{Topic: "away", Idle: rdma.Yield{}, JournalSlots: -1})
-	require.NoError(t, err)
-	defer pub.Close()
-	require.NoError(t, pub.WaitSubscribers(ctx, 1))
-	feed, err := publisher.NewFeed(publisher.DefaultFeedConfig())
-	require.NoError(t, err)
-	var published uint64
-	publish := func(n int) {
-		var tk tick.Tick
-		for i := 0; i < n; i++ {
-			feed.Next(&tk, time.Now().UnixNano())
-			seq, err := pub.PublishTick(&tk)
-			require.NoError(t, err)
-			published++
-			require.Equal(t, published, seq)
-		}
-	}
-	publish(300)
-	require.Eventually(t, func() bool { return c.count() == 300 }, 20*time.Second, 5*time.Millisecond)
+	r := newPubAwayRig(t, ctx, 0)
+	r.publish(t, 300)
+	require.Eventually(t, func() bool { return r.c.count() == 300 }, 20*time.Second, 5*time.Millisecond)
 
-	nl.Cut()
-	require.Eventually(t, func() bool { return !hears(a, "b") }, 20*time.Second, 10*time.Millisecond, "a still hears b")
-	require.Eventually(t, func() bool {
-		return logs.Count("publisher's node unheard on NATS") > 0 || logs.Count("subscriber: publisher gone") > 0
-	}, 20*time.Second, 5*time.Millisecond)
-	publish(300) // from a node away from NATS
-	require.Eventually(t, func() bool { return c.count() == 600 }, 20*time.Second, 5*time.Millisecond,
-		"the ticks of a publisher away from NATS did not all arrive (%d of 600)", c.count())
-	assert.Equal(t, 1, sub.Publishers())
+	r.cut(t)
+	r.publish(t, 300) // from a node away from NATS
+	require.Eventually(t, func() bool { return r.c.count() == 600 }, 20*time.Second, 5*time.Millisecond,
+		"the ticks of a publisher away from NATS did not all arrive (%d of 600)", r.c.count())
+	assert.Equal(t, 1, r.sub.Publishers())
 
-	nl.Restore()
-	require.Eventually(t, func() bool { return b.Connected() && hears(a, "b") }, 20*time.Second, 10*time.Millisecond, "b not heard again")
-	require.Eventually(t, func() bool { return logs.Count("publisher's node heard again") > 0 }, 20*time.Second, 10*time.Millisecond)
-	publish(300)
-	require.Eventually(t, func() bool { return c.count() == 900 }, 20*time.Second, 5*time.Millisecond)
-	assert.Zero(t, pub.Stats().Dropped, "the publisher's queue pair to the subscriber failed")
-	require.NoError(t, sub.Close())
-	require.NoError(t, <-runErr)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	assert.NoError(t, accountedIn(c.seqs, c.events, 1, published))
-	assert.Empty(t, c.events)
-	assert.Zero(t, sub.Counters().Lost())
+	r.link.Restore()
+	require.Eventually(t, func() bool { return r.b.Connected() && hears(r.a, "b") }, 20*time.Second, 10*time.Millisecond, "b not heard again")
+	require.Eventually(t, func() bool { return r.logs.Count("publisher's node heard again") > 0 }, 20*time.Second, 10*time.Millisecond)
+	r.publish(t, 300)
+	require.Eventually(t, func() bool { return r.c.count() == 900 }, 20*time.Second, 5*time.Millisecond)
+	assert.Zero(t, r.pub.Stats().Dropped, "the publisher's queue pair to the subscriber failed")
+	got := r.closeAndAccount(t)
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	assert.Empty(t, r.c.events)
+	assert.Zero(t, got.Lost())
+}
+
+// The subscriber's hold is the bus's setting too: a publisher whose node
+// stays unheard for the whole of its node's bus.Config.UnheardHold is
+// gone then, queue pairs up or not: they are closed, the drop is logged
+// with its reason, and once the publisher's node is back the publisher
+// reconnects and what it wrote meanwhile into nothing is named. (Before,
+// the subscriber's hold was a fixed 30 s.)
+func TestPubSub_UnheardPublisher_DroppedWhenTheSubscribersHoldEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps a node away from NATS past the heartbeat timeout; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newPubAwayRig(t, ctx, 300*time.Millisecond)
+	r.publish(t, 100)
+	require.Eventually(t, func() bool { return r.c.count() == 100 }, 20*time.Second, 5*time.Millisecond)
+
+	r.cut(t)
+	require.Eventually(t, func() bool { return r.sub.Publishers() == 0 }, 20*time.Second, 10*time.Millisecond,
+		"the subscriber still holds the queue pairs of a publisher unheard for longer than its hold")
+	assert.Positive(t, r.logs.Count("unheard for the whole hold"), "the drop was not logged with its reason")
+
+	r.link.Restore()
+	require.Eventually(t, func() bool { return r.b.Connected() && hears(r.a, "b") }, 20*time.Second, 10*time.Millisecond, "b not heard again")
+	// the publisher's writer finds its queue pair failed when it writes,
+	// and reconnects: until then its ticks go nowhere (and are named)
+	for deadline := time.Now().Add(20 * time.Second); r.sub.Publishers() != 1; time.Sleep(5 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the publisher did not reconnect")
+		r.publish(t, 1)
+	}
+	r.publish(t, 100)
+	require.Eventually(t, func() bool { return r.sub.Counters().Next > r.published }, 20*time.Second, 10*time.Millisecond,
+		"the subscriber never passed the last tick (at %d of %d)", r.sub.Counters().Next, r.published)
+	r.closeAndAccount(t)
 }
 
 // A subscriber whose node stays unheard for the whole hold is dropped
-// then, even with its queue pair up (Config.UnheardHold bounds the hold:
+// then, even with its queue pair up (its publisher's node's
+// bus.Config.UnheardHold bounds the hold:
 // a node gone from the control plane for good is not written to forever),
 // counted and logged; what it missed is named, as for any dropped ring.
 func TestPubSub_UnheardSubscriber_DroppedWhenTheHoldEnds(t *testing.T) {
@@ -456,10 +537,10 @@ func TestPubSub_UnheardSubscriber_DroppedWhenTheHoldEnds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	r := newAwayRig(t, ctx)
+	r := newAwayRig(t, ctx, 300*time.Millisecond)
 	var logs testlog.Buf
 	pub, err := publisher.New(ctx, r.a, r.devA, publisher.Config{Topic: "away", Idle: rdma.Yield{}, Logger: zerolog.New(&logs),
-		UnheardHold: 300 * time.Millisecond, JournalSlots: -1})
+		JournalSlots: -1})
 	require.NoError(t, err)
 	defer pub.Close()
 	require.NoError(t, pub.WaitSubscribers(ctx, 1))
@@ -486,7 +567,7 @@ func TestPubSub_DroppedSubscriber_NamesTheTailWhenNATSIsBack(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	r := newAwayRig(t, ctx)
+	r := newAwayRig(t, ctx, -1)
 	r.dropSubscriber(t, ctx)
 	r.link.Restore()
 	require.Eventually(t, func() bool { return r.sub.Counters().Next > r.sequence }, 20*time.Second, 10*time.Millisecond,
