@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/stats"
 	"github.com/tickbus/tickbus/subscriber"
 	"github.com/tickbus/tickbus/tick"
 )
@@ -118,9 +120,12 @@ type awayRig struct {
 	runErr   chan error
 	feed     *publisher.Feed
 	sequence uint64
+	// lastStats is the subscriber's last stats message (only Close's: the
+	// interval is an hour)
+	lastStats atomic.Pointer[stats.Message]
 }
 
-func newAwayRig(t *testing.T, ctx context.Context, holdA time.Duration) *awayRig {
+func newAwayRig(t *testing.T, ctx context.Context, holdA time.Duration, subOpts ...func(*subscriber.Config)) *awayRig {
 	t.Helper()
 	hb := func(id string) bus.Config {
 		return bus.Config{NodeID: id, LeaseTTL: testLease, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: time.Second}
@@ -143,7 +148,12 @@ func newAwayRig(t *testing.T, ctx context.Context, holdA time.Duration) *awayRig
 	t.Cleanup(func() { r.b.Close() })
 	r.devA, r.devB = link.NewDevices(link.DevicesConfig{HostID: r.a.HostID()}), link.NewDevices(link.DevicesConfig{HostID: r.b.HostID()})
 	t.Cleanup(func() { r.devA.Close(); r.devB.Close() })
-	r.sub, err = subscriber.New(ctx, r.b, r.devB, subscriber.Config{Topic: "away", Idle: rdma.Yield{}, StatsInterval: -1}, &r.c)
+	sc := subscriber.Config{Topic: "away", Idle: rdma.Yield{}, StatsInterval: time.Hour,
+		OnStats: func(m *stats.Message) { r.lastStats.Store(m) }}
+	for _, o := range subOpts {
+		o(&sc)
+	}
+	r.sub, err = subscriber.New(ctx, r.b, r.devB, sc, &r.c)
 	require.NoError(t, err)
 	go func() { r.runErr <- r.sub.Run(ctx) }()
 	r.feed, err = publisher.NewFeed(publisher.DefaultFeedConfig())
@@ -352,21 +362,28 @@ func TestPubSub_UnheardSubscriberWhoseQueuePairFails_IsDropped(t *testing.T) {
 // after the hole (no journal, no closing record) has nothing to tell it
 // of the tail while it runs; at Close it asks the home for the counter
 // (before it withdraws) and names what it never got: lost is published
-// minus delivered. (Before, it closed with lost 0.)
+// minus delivered, and with a gap timeout longer than Close's drain the
+// range is named by Close itself (Counters.Tail), which its last stats
+// message carries. (Before, it closed with lost 0.)
 func TestPubSub_DroppedSubscriber_NamesTheTailAtClose(t *testing.T) {
 	if testing.Short() {
 		t.Skip("keeps a node away from NATS past the heartbeat timeout; skipped with -short")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	t.Cleanup(subscriber.NoAskOnReconnect()) // what Close does by itself (the question on reconnect has a test of its own)
-	r := newAwayRig(t, ctx, -1)
+	t.Cleanup(subscriber.NoAskOnReconnect())                                               // what Close does by itself (the question on reconnect has a test of its own)
+	r := newAwayRig(t, ctx, -1, func(c *subscriber.Config) { c.GapTimeout = time.Minute }) // Close's drain names no gap
 	r.dropSubscriber(t, ctx)
 	r.link.Restore()
 	require.Eventually(t, func() bool { return r.b.Connected() }, 20*time.Second, 10*time.Millisecond)
 
 	got := r.closeAndAccount(t)
 	assert.Less(t, got.Received, r.sequence, "the dropped subscriber received every tick")
+	assert.Equal(t, r.sequence-got.Received, got.Tail, "not named at Close: %+v", got)
+	m := r.lastStats.Load()
+	require.NotNil(t, m, "Close published no stats")
+	assert.Equal(t, got.Tail, m.Tail, "the last stats message does not carry the tail")
+	assert.Equal(t, got.Received, m.Received)
 }
 
 // pubAwayRig is awayRig the other way round: the subscriber's node a
