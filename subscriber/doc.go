@@ -55,8 +55,12 @@
 // in Lost. A sequence named is never delivered afterwards.
 //
 // A publisher whose node the bus lost by heartbeat (bus.ErrPeerLost) while
-// one of its queue pairs is up keeps them, as publishers keep a lost
-// subscriber's (see package publisher), until they fail or 30 s pass.
+// one of its queue pairs is up keeps them (the bus holds it:
+// publisherReachable), as publishers keep a lost subscriber's (see
+// packages bus and publisher), until they fail, its node leaves or
+// restarts, or bus.Config.UnheardHold (30 s by default) passes. The last
+// stats message a closing subscriber publishes carries its tail
+// (stats.Message.Tail).
 //
 // Close withdraws the subscription (publishers drop the ring), drains what
 // is already in the ring, publishes the last stats, closes the queue pairs
