@@ -259,8 +259,8 @@ func sameSubscriber(a, b bus.SubscriberInfo) bool {
 
 // UnheardDrops is how many subscribers this publisher dropped after the
 // bus held them while their node was unheard on NATS (their queue pair
-// failed meanwhile, or bus.Config.UnheardHold passed). Writer drops (Stats().Dropped) count the
-// queue-pair failures too.
+// failed meanwhile, or bus.Config.UnheardHold passed). Writer drops
+// (Stats().Dropped) count the queue-pair failures too.
 func (p *Publisher) UnheardDrops() uint64 { return p.unheardDrops.Load() }
 
 // Subscribers is how many subscriber rings the writer writes into now.
