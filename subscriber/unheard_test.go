@@ -532,11 +532,13 @@ func TestPubSub_UnheardPublisher_DroppedWhenTheSubscribersHoldEnds(t *testing.T)
 	r.link.Restore()
 	require.Eventually(t, func() bool { return r.b.Connected() && hears(r.a, "b") }, 20*time.Second, 10*time.Millisecond, "b not heard again")
 	// the publisher's writer finds its queue pair failed when it writes,
-	// and reconnects: until then its ticks go nowhere (and are named)
-	for deadline := time.Now().Add(20 * time.Second); r.sub.Publishers() != 1; time.Sleep(5 * time.Millisecond) {
-		require.True(t, time.Now().Before(deadline), "the publisher did not reconnect")
+	// and reconnects: until then its ticks go nowhere (and are named once
+	// a later one arrives)
+	for deadline := time.Now().Add(20 * time.Second); r.c.count() == 100; time.Sleep(5 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the publisher did not reconnect (the subscriber has %d publishers)", r.sub.Publishers())
 		r.publish(t, 1)
 	}
+	assert.Equal(t, 1, r.sub.Publishers())
 	r.publish(t, 100)
 	require.Eventually(t, func() bool { return r.sub.Counters().Next > r.published }, 20*time.Second, 10*time.Millisecond,
 		"the subscriber never passed the last tick (at %d of %d)", r.sub.Counters().Next, r.published)
