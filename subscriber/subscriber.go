@@ -62,6 +62,10 @@ type Subscriber struct {
 	tailJoin atomic.Uint64
 	// tailEpoch: an ended epoch's unused range Close named (Counters.Epoch)
 	tailEpoch atomic.Uint64
+	// endedAt: the reservation of an epoch that ended without a recorded
+	// end (tail.go endEpochAt; 0: none); endWatch: untilEnded runs
+	endedAt  atomic.Uint64
+	endWatch atomic.Bool
 
 	stop    atomic.Bool // Run returns when set
 	running sync.Mutex  // held by Run; Close waits on it

@@ -597,3 +597,133 @@ func TestPubSub_DroppedSubscriber_NamesTheTailWhenNATSIsBack(t *testing.T) {
 	assert.Zero(t, got.Tail, "named at Close, not while running")
 	r.closeAndAccount(t)
 }
+
+// namedThrough is accountedIn for a tail named up to a bound past the
+// last sequence published (an ended epoch's reservation): the last event
+// may run past to.
+func namedThrough(seqs []uint64, events []ring.Event, from, to uint64) error {
+	if n := len(events); n > 0 && events[n-1].To > to && events[n-1].From <= to {
+		last := events[n-1]
+		last.To = to
+		events = append(append([]ring.Event(nil), events[:n-1]...), last)
+	}
+	return accountedIn(seqs, events, from, to)
+}
+
+// The tail no counter outlives: a publisher drops a subscriber it cannot
+// hear, publishes on to nobody, then closes as its own node is away from
+// NATS, so its home cannot write where its epoch ended (nor delete its
+// lease), and there is no journal. Once the subscriber is back on NATS, no
+// home answers, and the lease has expired (nobody holds it: the epoch is
+// over), the subscriber names what it misses below the epoch's
+// reservation (the only bound left; the next epoch would start there) as
+// the ended epoch's: every sequence published is delivered or named.
+// (Before, the subscriber waited at 301 in silence, and closed with lost
+// 0.)
+func TestPubSub_HomeGoneWithoutItsEnd_TheSubscriberNamesTheEpochsRest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps two nodes away from NATS past the heartbeat timeout and a lease's expiry; skipped with -short")
+	}
+	homeGoneWithoutEnd(t, false)
+}
+
+// The same, with a gap timeout longer than the test: the reader names
+// nothing while it runs, and Close names the epoch's rest.
+func TestPubSub_HomeGoneWithoutItsEnd_CloseNamesTheEpochsRest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps two nodes away from NATS past the heartbeat timeout and a lease's expiry; skipped with -short")
+	}
+	homeGoneWithoutEnd(t, true)
+}
+
+func homeGoneWithoutEnd(t *testing.T, atClose bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// one lease for the bucket (its TTL is the first node's): short, so
+	// that the closed home's lease expires within the test
+	cfg := func(id string) bus.Config {
+		return bus.Config{NodeID: id, LeaseTTL: 2 * time.Second, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: time.Second}
+	}
+	srv, err := bus.Open(ctx, cfg("s")) // the server, nothing else
+	require.NoError(t, err)
+	defer srv.Close()
+	u, err := url.Parse(srv.ClientURL())
+	require.NoError(t, err)
+	via := func(id string, l *natsLink) bus.Config {
+		c := cfg(id)
+		v := *u
+		v.Host = l.addr
+		c.NATS = bus.NATSConfig{URLs: []string{v.String()}, ReconnectWait: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}
+		return c
+	}
+	linkA, linkB := newNATSLink(t, u.Host), newNATSLink(t, u.Host)
+	ca := via("a", linkA)
+	ca.UnheardHold = -1 // a drops b as soon as it cannot hear it
+	a, err := bus.Open(ctx, ca)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := bus.Open(ctx, via("b", linkB))
+	require.NoError(t, err)
+	defer b.Close()
+	devA, devB := link.NewDevices(link.DevicesConfig{HostID: a.HostID()}), link.NewDevices(link.DevicesConfig{HostID: b.HostID()})
+	defer devA.Close()
+	defer devB.Close()
+	var c collect
+	var logs testlog.Buf
+	sc := subscriber.Config{Topic: "ended", Idle: rdma.Yield{}, StatsInterval: -1, Logger: zerolog.New(&logs)}
+	if atClose {
+		sc.GapTimeout = time.Minute
+	}
+	sub, err := subscriber.New(ctx, b, devB, sc, &c)
+	require.NoError(t, err)
+	runErr := make(chan error, 1)
+	go func() { runErr <- sub.Run(ctx) }()
+	pub, err := publisher.New(ctx, a, devA, publisher.Config{Topic: "ended", Idle: rdma.Yield{}, JournalSlots: -1})
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	feed, err := publisher.NewFeed(publisher.DefaultFeedConfig())
+	require.NoError(t, err)
+	var published uint64
+	publish := func(n int) {
+		var tk tick.Tick
+		for i := 0; i < n; i++ {
+			feed.Next(&tk, time.Now().UnixNano())
+			seq, err := pub.PublishTick(&tk)
+			require.NoError(t, err)
+			published = seq
+		}
+	}
+	publish(300)
+	require.Eventually(t, func() bool { return c.count() == 300 || pub.Subscribers() == 0 }, 20*time.Second, 5*time.Millisecond)
+	linkB.Cut()
+	require.Eventually(t, func() bool { return pub.Subscribers() == 0 }, 20*time.Second, 10*time.Millisecond, "the publisher kept the subscriber")
+	publish(200) // to nobody
+	linkA.Cut()
+	require.Eventually(t, func() bool { return !a.Connected() }, 20*time.Second, 10*time.Millisecond)
+	require.NoError(t, pub.Close()) // its home can write nothing: not where its epoch ended, nor its lease's deletion
+
+	linkB.Restore()
+	if atClose {
+		require.Eventually(t, func() bool { return logs.Count("is gone without telling where its epoch ended") > 0 }, 30*time.Second, 10*time.Millisecond,
+			"the subscriber never found the epoch ended")
+		assert.LessOrEqual(t, sub.Counters().Next, uint64(301), "named while running, with a gap timeout of a minute")
+	} else {
+		require.Eventually(t, func() bool { return sub.Counters().Next > published }, 30*time.Second, 10*time.Millisecond,
+			"the subscriber never passed the tail (at %d of %d)", sub.Counters().Next, published)
+	}
+	require.NoError(t, sub.Close())
+	require.NoError(t, <-runErr)
+	got := sub.Counters()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	assert.NoError(t, namedThrough(c.seqs, c.events, 1, published))
+	require.NotEmpty(t, c.events)
+	last := c.events[len(c.events)-1]
+	assert.Equal(t, ring.EventEpoch, last.Kind, "the rest of the epoch is named the ended epoch's: %v", c.events)
+	assert.Positive(t, got.Epoch)
+	assert.Less(t, got.Received, published)
+	if atClose {
+		assert.Positive(t, logs.Count("closed short of an epoch that ended without telling where"))
+	}
+}
