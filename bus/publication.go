@@ -52,7 +52,8 @@ type PublishSpec struct {
 	OnSubscriber func(SubscriberInfo)
 	// OnSubscriberGone is called once when a reported subscriber withdraws
 	// (ErrWithdrawn), its node says goodbye (ErrPeerLeft), times out
-	// (ErrPeerLost) or restarts (ErrPeerRestarted): drop its queue pair.
+	// (ErrPeerLost; if held, when the hold ends: see SubscriberReachable)
+	// or restarts (ErrPeerRestarted): drop its queue pair.
 	OnSubscriberGone func(SubscriberInfo, error)
 	// SubscriberReachable reports whether the data plane to s is up (its
 	// queue pair connected and not failed). With it, a subscriber whose

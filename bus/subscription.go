@@ -31,7 +31,8 @@ type SubscribeSpec struct {
 	// credit cells, and any subscriber may read the journal through the home.
 	OnPublisher func(PublisherInfo)
 	// OnPublisherGone is called once when a reported publisher withdraws or
-	// its node leaves, times out or restarts.
+	// its node leaves, times out (if held, when the hold ends: see
+	// PublisherReachable) or restarts.
 	OnPublisherGone func(PublisherInfo, error)
 	// PublisherReachable, OnPublisherUnheard and OnPublisherHeard hold a
 	// publisher whose node the bus lost by heartbeat while its queue pairs
