@@ -52,7 +52,11 @@
 // and gives it to the reader (ring.Reader.SetClaimed), which names the
 // missing range as one ring.EventGap (Counters.Gaps); what is still
 // missing after Close's drain is named there (Counters.Tail). Both count
-// in Lost. A sequence named is never delivered afterwards.
+// in Lost. A sequence named is never delivered afterwards. A home gone
+// without a recorded end, with no journal and nobody holding the topic's
+// lease, leaves no counter: what the ring misses below the epoch's
+// reservation is then named the ended epoch's, one ring.EventEpoch
+// (Counters.Epoch), as the next epoch's record would name it.
 //
 // A publisher whose node the bus lost by heartbeat (bus.ErrPeerLost) while
 // one of its queue pairs is up keeps them (the bus holds it:
