@@ -121,6 +121,10 @@ func TestPublication_UnheardSubscriber_RestartHoldEndAndNoHold(t *testing.T) {
 		require.Eventually(t, func() bool { return rec.count("sub+victim/s") == 1 }, eventually, tick, "events %v", rec.list())
 	}
 
+	// (a starved bus may lose the victim, and hear it again, before it is
+	// killed: the checks below count from here)
+	unheardHeld, heardHeld, upHeld := recHeld.count("unheard victim/s"), recHeld.count("heard victim/s"), recHeld.count("sub+victim/s")
+	unheardShort := recShort.count("unheard victim/s")
 	victim.kill() // no goodbye
 	wait := func(gone chan error, what string) error {
 		t.Helper()
@@ -140,8 +144,8 @@ func TestPublication_UnheardSubscriber_RestartHoldEndAndNoHold(t *testing.T) {
 	err = wait(goneShort, "short hold")
 	assert.ErrorIs(t, err, bus.ErrPeerLost)
 	assert.ErrorIs(t, err, bus.ErrHoldEnded)
-	assert.Equal(t, 1, recShort.count("unheard victim/s"))
-	require.Eventually(t, func() bool { return recHeld.count("unheard victim/s") == 1 }, eventually, tick, "events %v", recHeld.list())
+	assert.Greater(t, recShort.count("unheard victim/s"), unheardShort)
+	require.Eventually(t, func() bool { return recHeld.count("unheard victim/s") > unheardHeld }, eventually, tick, "events %v", recHeld.list())
 	select {
 	case err := <-goneHeld:
 		t.Fatalf("a subscriber held for 30s was reported gone at once: %v", err)
@@ -150,9 +154,9 @@ func TestPublication_UnheardSubscriber_RestartHoldEndAndNoHold(t *testing.T) {
 
 	startProc(t, "bus-node", "-url", url, "-id", "victim", "-topic", "uh2", "-sub", "s") // its next incarnation
 	assert.ErrorIs(t, wait(goneHeld, "restarted"), bus.ErrPeerRestarted)
-	require.Eventually(t, func() bool { return recHeld.count("sub+victim/s") == 2 }, eventually, tick,
+	require.Eventually(t, func() bool { return recHeld.count("sub+victim/s") > upHeld }, eventually, tick,
 		"the restarted subscriber was not reported: %v", recHeld.list())
-	assert.Zero(t, recHeld.count("heard victim/s"), "another incarnation was taken for the held one")
+	assert.Equal(t, heardHeld, recHeld.count("heard victim/s"), "another incarnation was taken for the held one")
 }
 
 func TestOpen_UnheardHold_TooShortIsRefused(t *testing.T) {
