@@ -198,13 +198,21 @@ func (r *awayRig) dropSubscriber(t *testing.T, ctx context.Context) *publisher.P
 // sequence published exactly once, in order. It returns the counters.
 func (r *awayRig) closeAndAccount(t *testing.T) subscriber.Counters {
 	t.Helper()
-	require.NoError(t, r.sub.Close())
-	require.NoError(t, <-r.runErr)
-	got := r.sub.Counters()
-	assert.Equal(t, r.sequence-got.Received, got.Lost(), "lost is published minus delivered")
-	r.c.mu.Lock()
-	defer r.c.mu.Unlock()
-	assert.NoError(t, accountedIn(r.c.seqs, r.c.events, 1, r.sequence))
+	return closeAndAccount(t, r.sub, r.runErr, &r.c, r.sequence)
+}
+
+// closeAndAccount closes sub (whose Run returns on runErr) and checks that
+// its lost count is published minus delivered and that the ticks and
+// events c collected name every sequence 1..published exactly once.
+func closeAndAccount(t *testing.T, sub *subscriber.Subscriber, runErr <-chan error, c *collect, published uint64) subscriber.Counters {
+	t.Helper()
+	require.NoError(t, sub.Close())
+	require.NoError(t, <-runErr)
+	got := sub.Counters()
+	assert.Equal(t, published-got.Received, got.Lost(), "lost is published minus delivered")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	assert.NoError(t, accountedIn(c.seqs, c.events, 1, published))
 	return got
 }
 
@@ -459,18 +467,9 @@ func (r *pubAwayRig) cut(t *testing.T) {
 	}, 20*time.Second, 5*time.Millisecond)
 }
 
-// closeAndAccount closes the subscriber and checks that every sequence
-// published was delivered once or named.
 func (r *pubAwayRig) closeAndAccount(t *testing.T) subscriber.Counters {
 	t.Helper()
-	require.NoError(t, r.sub.Close())
-	require.NoError(t, <-r.runErr)
-	got := r.sub.Counters()
-	assert.Equal(t, r.published-got.Received, got.Lost(), "lost is published minus delivered")
-	r.c.mu.Lock()
-	defer r.c.mu.Unlock()
-	assert.NoError(t, accountedIn(r.c.seqs, r.c.events, 1, r.published))
-	return got
+	return closeAndAccount(t, r.sub, r.runErr, &r.c, r.published)
 }
 
 // The other way round: the publisher's node is away from NATS. The
