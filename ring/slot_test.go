@@ -2,6 +2,7 @@ package ring
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -154,4 +155,88 @@ func TestReader_Poll_CoalescesRepeatedOverruns(t *testing.T) {
 	require.Len(t, c.ticks, 8)
 	assert.Equal(t, uint64(17), c.ticks[0].Seq)
 	assert.Equal(t, uint64(25), r.Next())
+}
+
+// headerCheck's properties the reader relies on, over many random headers
+// (a fixed seed, so the test is the same every run): a header of another
+// lap (seq ± k·slots, every ring size), any single bit flipped in any
+// field, and a torn header (words of two ticks mixed) all fail the check.
+func TestHeaderCheck_CatchesOtherLapsFlippedBitsAndTornHeaders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	type hdr struct {
+		seq, ns    uint64
+		n          uint32
+		typ, flags uint16
+		pub        uint32
+	}
+	check := func(h hdr) uint32 { return headerCheck(h.seq, int64(h.ns), h.n, h.typ, h.flags, h.pub) }
+	random := func() hdr {
+		return hdr{seq: rng.Uint64N(1 << 40), ns: rng.Uint64(), n: rng.Uint32N(MaxSlotSize), typ: uint16(rng.Uint32()),
+			flags: uint16(rng.Uint32()), pub: rng.Uint32()}
+	}
+	misses := 0
+	for i := 0; i < 2000; i++ {
+		h := random()
+		if i%4 == 0 { // small, typical values too: the first sequences, a tick's length, publisher 1
+			h.seq, h.n, h.typ, h.flags, h.pub = uint64(i/4+1), 56, 1, 0, 1
+		}
+		c := check(h)
+		for sh := 0; sh <= 24; sh++ { // other laps: rings of 1 .. MaxSlots slots
+			for k := uint64(1); k <= 3; k++ {
+				o := h
+				o.seq += k << sh
+				if check(o) == c {
+					misses++
+					t.Errorf("seq %d and %d (lap %d of %d slots) share check %#x", h.seq, o.seq, k, 1<<sh, c)
+				}
+			}
+		}
+		for b := 0; b < 64; b++ {
+			for _, o := range []hdr{
+				{h.seq ^ 1<<b, h.ns, h.n, h.typ, h.flags, h.pub},
+				{h.seq, h.ns ^ 1<<b, h.n, h.typ, h.flags, h.pub},
+				{h.seq, h.ns, h.n ^ uint32(1)<<(b%32), h.typ, h.flags, h.pub},
+				{h.seq, h.ns, h.n, h.typ ^ uint16(1)<<(b%16), h.flags, h.pub},
+				{h.seq, h.ns, h.n, h.typ, h.flags ^ uint16(1)<<(b%16), h.pub},
+				{h.seq, h.ns, h.n, h.typ, h.flags, h.pub ^ uint32(1)<<(b%32)},
+			} {
+				if check(o) == c {
+					misses++
+					t.Errorf("%+v and %+v (one bit apart) share check %#x", h, o, c)
+				}
+			}
+		}
+		// Torn: the writer of o (the same slot, a later lap) stored some of
+		// its header words over h's; each mix must fail both checks.
+		o := random()
+		o.seq = h.seq + 1<<rng.IntN(25)
+		for _, m := range []hdr{
+			{h.seq, o.ns, h.n, h.typ, h.flags, h.pub},
+			{h.seq, h.ns, o.n, o.typ, o.flags, h.pub},
+			{h.seq, h.ns, h.n, h.typ, h.flags, o.pub},
+			{h.seq, o.ns, o.n, o.typ, o.flags, h.pub},
+		} {
+			if check(m) == c || check(m) == check(o) {
+				misses++
+				t.Errorf("torn header %+v passes as %+v or %+v", m, h, o)
+			}
+		}
+		if misses > 10 {
+			t.FailNow()
+		}
+	}
+}
+
+// checkWords is headerCheck of the words a slot holds, as decodeSlot loads
+// them: both sides of the check compute the same thing.
+func TestCheckWords_IsHeaderCheckOfTheSlotWords(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 1000; i++ {
+		seq, ns, n, typ, flags, pub := rng.Uint64(), int64(rng.Uint64()), rng.Uint32(), uint16(rng.Uint32()), uint16(rng.Uint32()), rng.Uint32()
+		b := make([]byte, SlotHeaderSize)
+		putBody(b[offBody:], seq, ns, n, typ, flags, pub)
+		le := binary.LittleEndian
+		require.Equal(t, headerCheck(seq, ns, n, typ, flags, pub), checkWords(seq, le.Uint64(b[8:]), le.Uint64(b[16:]), uint32(le.Uint64(b[24:]))))
+		require.Equal(t, headerCheck(seq, ns, n, typ, flags, pub), le.Uint32(b[28:]))
+	}
 }

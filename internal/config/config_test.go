@@ -118,7 +118,7 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		want   string
 	}{
 		"slots":       {"sub", func(c *Config) { c.Ring.Slots = 1000 }, "ring.slots = 1000: want a power of two"},
-		"slot size":   {"sub", func(c *Config) { c.Ring.SlotSize = 100 }, "ring.slot_size = 100: want a multiple of 64"},
+		"slot size":   {"sub", func(c *Config) { c.Ring.SlotSize = 100 }, "ring.slot_size = 100: want a multiple of 32"},
 		"journal":     {"pub", func(c *Config) { c.Ring.Journal = 1000 }, "ring.journal = 1000: want 0 (no journal) or a power of two"},
 		"tiny slot":   {"sub", func(c *Config) { c.Ring.SlotSize = 64 }, "ring.slot_size = 64: want room for a 56-byte tick"},
 		"mode":        {"sub", func(c *Config) { c.Ring.Mode = "fast" }, `ring.mode = "fast": want lossy (never slow the publisher) or reliable`},
