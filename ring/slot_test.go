@@ -240,3 +240,25 @@ func TestCheckWords_IsHeaderCheckOfTheSlotWords(t *testing.T) {
 		require.Equal(t, headerCheck(seq, ns, n, typ, flags, pub), le.Uint32(b[28:]))
 	}
 }
+
+// copyPayload hands out exactly the payload, capped at its length, for
+// every length a slot holds, on its inlined path (slots of 96 bytes and
+// more, payloads up to 64) and on copy's.
+func TestCopyPayload_EveryLength_ExactlyThePayload(t *testing.T) {
+	for _, size := range []int{64, 96, 128, 160} {
+		for n := 0; n <= size-SlotHeaderSize; n++ {
+			pl := make([]byte, n)
+			for i := range pl {
+				pl[i] = byte(n*7 + i + 1)
+			}
+			s := encodeSlot(size, 3, 1, 0, pl)
+			for i := SlotHeaderSize + n; i < size; i++ {
+				s[i] = 0xee // what lies past the payload is never handed out
+			}
+			dst := make([]byte, size)
+			got := copyPayload(dst, s, s[SlotHeaderSize:SlotHeaderSize+n])
+			require.Equal(t, pl, got, "slot %d, %d bytes", size, n)
+			require.Equal(t, n, cap(got), "slot %d, %d bytes", size, n)
+		}
+	}
+}
