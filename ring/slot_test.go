@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
@@ -77,6 +78,11 @@ type fuzzHandler struct {
 	t      *testing.T
 	expect uint64
 	max    int
+	// slots, if set, is the ring's slots of slotSize bytes (8 of them): each
+	// tick handed out must be what decodeSlot reads from its slot (poll
+	// writes decodeSlot out; the two must agree).
+	slots    []byte
+	slotSize int
 }
 
 func (h *fuzzHandler) OnTicks(ts []Tick) {
@@ -90,6 +96,17 @@ func (h *fuzzHandler) OnTicks(ts []Tick) {
 		if len(tk.Payload) > h.max {
 			h.t.Fatalf("payload of %d bytes from a slot holding %d", len(tk.Payload), h.max)
 		}
+		if h.slots != nil {
+			off := int(tk.Seq&7) * h.slotSize
+			var want Tick
+			if decodeSlot(h.slots[off:off+h.slotSize], tk.Seq, &want) != slotOK {
+				h.t.Fatalf("tick %d delivered from a slot decodeSlot calls corrupt", tk.Seq)
+			}
+			if want.Seq != tk.Seq || want.PublishNs != tk.PublishNs || want.Type != tk.Type || want.Flags != tk.Flags ||
+				want.Publisher != tk.Publisher || !bytes.Equal(want.Payload, tk.Payload) || cap(tk.Payload) != len(tk.Payload) {
+				h.t.Fatalf("tick %+v delivered, decodeSlot reads %+v", tk, want)
+			}
+		}
 		h.expect++
 	}
 }
@@ -102,29 +119,46 @@ func (h *fuzzHandler) OnEvent(ev Event) {
 }
 
 // FuzzReader_Poll: a ring region filled with anything (a buggy or hostile
-// writer) never makes the reader panic, hand out bytes past a slot, or
-// skip a sequence without an event; the stats add up.
+// writer) never makes the reader panic, hand out bytes past a slot, hand
+// out anything but what decodeSlot reads, or skip a sequence without an
+// event; the stats add up. Slots of 64 bytes, or of 96 (wide: a lossy
+// reader's inlined payload copy, and slots half way into a cache line).
 func FuzzReader_Poll(f *testing.F) {
-	good := make([]byte, 8*64)
-	for s := uint64(1); s <= 8; s++ {
-		copy(good[(s&7)*64:], encodeSlot(64, s, 1, 0, []byte("abc")))
+	seed := func(size int) []byte {
+		good := make([]byte, 8*size)
+		for s := uint64(1); s <= 8; s++ {
+			copy(good[int(s&7)*size:], encodeSlot(size, s, 1, 0, []byte("abc")))
+		}
+		return good
 	}
-	f.Add(good, uint64(1), true)
-	f.Add(good, uint64(1), false)
+	good := seed(64)
+	f.Add(good, uint64(1), true, false)
+	f.Add(good, uint64(1), false, false)
 	lapped := append([]byte{}, good...)
 	binary.LittleEndian.PutUint64(lapped[64:], 9+8) // slot 1 holds seq 17
-	f.Add(lapped, uint64(1), true)
-	f.Fuzz(func(t *testing.T, data []byte, start uint64, lossy bool) {
-		mem := make([]byte, regionSize(8, 64))
+	f.Add(lapped, uint64(1), true, false)
+	wide := seed(96)
+	f.Add(wide, uint64(1), true, true)
+	f.Add(wide, uint64(1), false, true)
+	wide = append([]byte{}, wide...)
+	copy(wide[3*96:], encodeSlot(96, 3, 1, 0, make([]byte, 64)))
+	copy(wide[4*96:], encodeSlot(96, 4, 1, FlagSkip, binary.LittleEndian.AppendUint64(nil, 6)))
+	f.Add(wide, uint64(1), true, true)
+	f.Fuzz(func(t *testing.T, data []byte, start uint64, lossy, wide bool) {
+		size := 64
+		if wide {
+			size = 96
+		}
+		mem := make([]byte, regionSize(8, size))
 		copy(mem[offSlots:], data)
 		mode := Reliable
 		if lossy {
 			mode = Lossy
 		}
 		start = start%1000 + 1
-		cfg := RingConfig{Slots: 8, SlotSize: 64, Mode: mode, Start: start, GapTimeout: -1, MaxBatch: 4}
+		cfg := RingConfig{Slots: 8, SlotSize: size, Mode: mode, Start: start, GapTimeout: -1, MaxBatch: 4}
 		r := newReader(mem, &cfg)
-		h := &fuzzHandler{t: t, expect: start, max: 64 - SlotHeaderSize}
+		h := &fuzzHandler{t: t, expect: start, max: size - SlotHeaderSize, slots: mem[offSlots:], slotSize: size}
 		for i := 0; i < 32; i++ {
 			r.Poll(h)
 		}
