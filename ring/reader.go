@@ -336,6 +336,12 @@ func (r *Reader) poll(h Handler, limit int) int {
 			r.next = resume
 			continue
 		}
+		if n+work == 0 && r.slotSize > 64 {
+			// Nothing ready: load the slot's last word too, so the line
+			// the writer stores first (the payload's, slotOrder) is
+			// fetched while the stamp's line is still awaited, not after.
+			stampAt(r.slots, off+r.slotSize-8).Load()
+		}
 		break
 	}
 	work += n
