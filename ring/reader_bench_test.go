@@ -57,10 +57,12 @@ func benchPollBatch(b *testing.B, mode Mode, slotSize int) {
 // (BenchmarkPubSub's handler only counts).
 func BenchmarkPubSub_ReadPayload(b *testing.B) {
 	for _, batch := range []int{1, 32} {
-		b.Run(map[int]string{1: "single", 32: "batch32"}[batch], func(b *testing.B) {
-			tp, r := benchTopo(b, 0, Reliable, 1<<12, WriterConfig{Timeout: 10 * time.Second})
-			benchPubSub(b, tp.w, r.Reader(), batch, &payloadHandler{})
-		})
+		for _, ss := range benchSlotSizes {
+			b.Run(fmt.Sprintf("%s/slot=%d", map[int]string{1: "single", 32: "batch32"}[batch], ss), func(b *testing.B) {
+				tp, r := benchTopoSlot(b, 0, Reliable, 1<<12, ss, WriterConfig{Timeout: 10 * time.Second})
+				benchPubSub(b, tp.w, r.Reader(), batch, &payloadHandler{})
+			})
+		}
 	}
 }
 
