@@ -65,6 +65,7 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 		Provider:      o.provider,
 		Authorization: bus.Authorization{Publish: o.allowPub, Subscribe: o.allowSub},
 		LeaseTTL:      o.leaseTTL,
+		UnheardHold:   o.unheardHold,
 		Logger:        &o.log,
 	})
 	if err != nil {

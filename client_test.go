@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickbus/tickbus"
+	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/rdma"
 )
 
@@ -58,6 +59,7 @@ func TestConnect_BadOptions_FailWithErrInvalidOptionNamingTheOption(t *testing.T
 		{tickbus.WithConnectTimeout(0), "WithConnectTimeout"},
 		{tickbus.WithLeaseTTL(0), "WithLeaseTTL"},
 		{tickbus.WithLeaseTTL(99 * time.Millisecond), "WithLeaseTTL"},
+		{tickbus.WithUnheardHold(49 * time.Millisecond), "WithUnheardHold"},
 		{tickbus.WithAllowPublish("t"), "WithAllowPublish"},
 		{tickbus.WithAllowPublish("t", "alice"), "WithAllowPublish"},
 		{tickbus.WithAllowSubscribe("", "*"), "WithAllowSubscribe"},
@@ -69,6 +71,23 @@ func TestConnect_BadOptions_FailWithErrInvalidOptionNamingTheOption(t *testing.T
 		assert.Nil(t, c)
 		require.ErrorIs(t, err, tickbus.ErrInvalidOption, tc.name)
 		assert.Contains(t, err.Error(), tc.name)
+	}
+}
+
+// WithUnheardHold is the bus's hold of a peer it cannot hear; 0 or less
+// is none at all, and without it the bus's default applies.
+func TestConnect_WithUnheardHold_IsTheBusHold(t *testing.T) {
+	for _, tc := range []struct {
+		opts []tickbus.Option
+		want time.Duration
+	}{
+		{nil, bus.DefaultUnheardHold},
+		{[]tickbus.Option{tickbus.WithUnheardHold(2 * time.Second)}, 2 * time.Second},
+		{[]tickbus.Option{tickbus.WithUnheardHold(0)}, -1},
+		{[]tickbus.Option{tickbus.WithUnheardHold(-time.Second)}, -1},
+	} {
+		c := connect(t, tc.opts...)
+		assert.Equal(t, tc.want, tickbus.UnheardHold(c), "%v", tc.opts)
 	}
 }
 

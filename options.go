@@ -35,6 +35,7 @@ type options struct {
 	tcpAdvertise   string
 	connectTimeout time.Duration
 	leaseTTL       time.Duration
+	unheardHold    time.Duration // 0: the bus default; negative: none
 	log            zerolog.Logger
 	allowPub       map[string][]string
 	allowSub       map[string][]string
@@ -274,6 +275,25 @@ func WithLeaseTTL(ttl time.Duration) Option {
 			return optErr("WithLeaseTTL", ttl, ">= 100ms")
 		}
 		o.leaseTTL = ttl
+		return nil
+	}
+}
+
+// WithUnheardHold is how long a subscriber or publisher whose node the
+// bus lost by heartbeat (it cannot be heard on NATS: its server died, its
+// reconnect is slow) keeps its queue pairs, and its ticks, while they stay
+// up (default 30s; at least 50ms). hold <= 0 drops such a peer at once, as
+// one that left. A dead host is dropped as soon as its queue pair fails
+// either way. See bus.Config.UnheardHold.
+func WithUnheardHold(hold time.Duration) Option {
+	return func(o *options) error {
+		if hold > 0 && hold < 50*time.Millisecond {
+			return optErr("WithUnheardHold", hold, ">= 50ms, or <= 0 for no hold")
+		}
+		o.unheardHold = hold
+		if hold <= 0 {
+			o.unheardHold = -1
+		}
 		return nil
 	}
 }

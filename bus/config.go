@@ -29,6 +29,10 @@ const (
 	DefaultReconnectWait     = 100 * time.Millisecond
 	DefaultReconnectMax      = 5 * time.Second
 	DefaultMaxClockSkew      = time.Minute
+	// DefaultUnheardHold is Config.UnheardHold when it is 0: long beside
+	// the default heartbeat timeout and a NATS client's reconnect
+	// (seconds), short beside a trading day.
+	DefaultUnheardHold = 30 * time.Second
 )
 
 // Config configures a Node. The zero value (plus nothing) runs an embedded
@@ -63,6 +67,15 @@ type Config struct {
 	// timeout needs (four heartbeats in it).
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
+	// UnheardHold is how long a subscriber or publisher whose node the bus
+	// lost by heartbeat (ErrPeerLost) is held while its owner says its data
+	// plane is up (PublishSpec.SubscriberReachable,
+	// SubscribeSpec.PublisherReachable): a node away from NATS (its
+	// server died, its reconnect is slow) is not a dead one. Default
+	// DefaultUnheardHold; negative: a lost peer is gone at once; a positive
+	// hold is at least 50ms (how often a held peer is looked at). See
+	// unheard.go.
+	UnheardHold time.Duration
 	// RequestTimeout bounds one request (home lookup, connect); default 2 s.
 	RequestTimeout time.Duration
 	// LeaseTTL is how long a topic's home holds its lease in JetStream
@@ -198,6 +211,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.HeartbeatTimeout < 2*c.HeartbeatInterval {
 		return c, fmt.Errorf("%w: HeartbeatTimeout %v, want at least twice HeartbeatInterval (%v)",
 			ErrInvalidConfig, c.HeartbeatTimeout, c.HeartbeatInterval)
+	}
+	if c.UnheardHold == 0 {
+		c.UnheardHold = DefaultUnheardHold
+	}
+	if c.UnheardHold > 0 && c.UnheardHold < unheardCheck {
+		return c, fmt.Errorf("%w: UnheardHold %v, want a negative duration (no hold) or at least %v", ErrInvalidConfig, c.UnheardHold, unheardCheck)
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -138,6 +139,7 @@ func (n *Node) touchLocked(info PeerInfo) (p *peer, isNew bool) {
 		p, isNew = &peer{info: info}, true
 		n.peers[info.ID] = p
 		n.log.Info().Str("peer", info.ID).Str("host", info.HostID).Msg("bus: peer up")
+		n.heldGoneLocked("", info.ID, info.Incarnation, ErrPeerRestarted) // what an older incarnation left held
 	}
 	p.info = info
 	p.lastSeen = time.Now()
@@ -169,6 +171,9 @@ func (n *Node) peerDownLocked(p *peer, reason error) {
 	}
 	for topic := range n.localPubs {
 		n.homeGoneLocked(topic, p.info.ID, fmt.Errorf("%w: home %s: %w", ErrHomeLost, p.info.ID, reason))
+	}
+	if !errors.Is(reason, ErrPeerLost) { // lost: its ends may be held (unheard.go); else they are gone
+		n.heldGoneLocked("", p.info.ID, 0, reason)
 	}
 	if f := n.cfg.OnPeerDown; f != nil {
 		info := p.info
@@ -209,6 +214,9 @@ func (n *Node) addSubLocked(s SubscriberInfo) {
 func (n *Node) removeSubLocked(topic, key string, reason error) {
 	s, ok := n.subs[topic][key]
 	if !ok {
+		for _, p := range n.localPubs[topic] {
+			p.heldGone(key, "", 0, reason) // a held subscriber's withdrawal
+		}
 		return
 	}
 	delete(n.subs[topic], key)
@@ -243,6 +251,9 @@ func (n *Node) addPubLocked(p PublisherInfo) {
 func (n *Node) removePubLocked(topic, key string, reason error) {
 	p, ok := n.pubs[topic][key]
 	if !ok {
+		for _, s := range n.localSubs[topic] {
+			s.heldGone(key, "", 0, reason) // a held publisher's withdrawal
+		}
 		return
 	}
 	delete(n.pubs[topic], key)
@@ -251,6 +262,22 @@ func (n *Node) removePubLocked(topic, key string, reason error) {
 	}
 	for _, s := range n.localSubs[topic] {
 		s.publisherDown(p, reason)
+	}
+}
+
+// heldGoneLocked ends the holds (unheard.go) of node's ends of an
+// incarnation other than inc (0: any) in every local publication and
+// subscription: the node left or restarted.
+func (n *Node) heldGoneLocked(key, node string, inc uint64, reason error) {
+	for _, m := range n.localPubs {
+		for _, p := range m {
+			p.heldGone(key, node, inc, reason)
+		}
+	}
+	for _, m := range n.localSubs {
+		for _, s := range m {
+			s.heldGone(key, node, inc, reason)
+		}
 	}
 }
 

@@ -55,11 +55,27 @@
 // ageing pauses (nobody can hear anybody), and after a reconnect every peer
 // gets a fresh timeout. Nor does ageing count time this process did not
 // run, or time it was behind reading its discovery messages (what a peer
-// sent meanwhile may still wait unread): see heartbeatLoop. A peer dropped
-// by heartbeat is one the control plane cannot hear, not necessarily a
-// dead one: the owners decide what that means for the data plane
-// (publisher and subscriber keep queue pairs that are still up; see
-// package publisher).
+// sent meanwhile may still wait unread): see heartbeatLoop.
+//
+// # Unheard peers
+//
+// A peer dropped by heartbeat (ErrPeerLost) is one the control plane
+// cannot hear, not necessarily a dead one, and the bus tells its owners so
+// apart from a peer that is gone (withdrew, left, restarted): one rule in
+// unheard.go for both sides. A subscriber of a local publication, or a
+// publisher of a local subscription, lost that way while the owner's
+// liveness check (PublishSpec.SubscriberReachable,
+// SubscribeSpec.PublisherReachable: are its queue pairs up?) says yes is
+// held (OnSubscriberUnheard, OnPublisherUnheard) and not reported gone.
+// Its node heard again re-announcing it unchanged, it is held no longer
+// (OnSubscriberHeard, OnPublisherHeard; no second OnSubscriber or
+// OnPublisher). It is reported gone, once, when the check fails (looked
+// at every 50 ms; the reason wraps ErrPeerLost and ErrHoldFailed), when
+// Config.UnheardHold passes (30 s by default; ErrHoldEnded), or at once
+// when its node says goodbye, is heard as another incarnation, or it
+// withdraws or is re-announced changed. A negative UnheardHold, or no
+// liveness check, reports a lost peer gone at once. Every decision runs
+// on the owner's event queue, in order with its other callbacks.
 //
 // # Wire format
 //

@@ -35,6 +35,12 @@ var (
 	ErrHomeLost = errors.New("bus: topic home lost")
 	// ErrPeerLost: a peer's heartbeats stopped for longer than the timeout.
 	ErrPeerLost = errors.New("bus: peer lost (heartbeat timeout)")
+	// ErrHoldFailed and ErrHoldEnded say why a subscriber or publisher
+	// held while its node was unheard (Config.UnheardHold) is gone after
+	// all: its owner's liveness check said its data plane failed, or the
+	// hold passed. The reason given wraps ErrPeerLost too.
+	ErrHoldFailed = errors.New("bus: its data plane failed while its node was unheard")
+	ErrHoldEnded  = errors.New("bus: unheard for the whole hold (Config.UnheardHold)")
 	// ErrPeerLeft: a peer said goodbye.
 	ErrPeerLeft = errors.New("bus: peer left")
 	// ErrPeerRestarted: a peer came back with a new incarnation; everything

@@ -168,6 +168,11 @@ func (n *Node) Info() PeerInfo { return n.self }
 // Prefix is the subject prefix.
 func (n *Node) Prefix() string { return n.cfg.Prefix }
 
+// UnheardHold is how long a subscriber or publisher whose node this bus
+// lost by heartbeat is held while its data plane is up (Config.UnheardHold
+// with its default applied; negative: not at all).
+func (n *Node) UnheardHold() time.Duration { return n.cfg.UnheardHold }
+
 // ClientURL is the URL of the embedded server, with its token
 // (nats://<token>@127.0.0.1:port: other nodes and NATS tools connect with
 // it, so hand it over as a secret), or the URL of the server this node is

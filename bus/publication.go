@@ -52,8 +52,26 @@ type PublishSpec struct {
 	OnSubscriber func(SubscriberInfo)
 	// OnSubscriberGone is called once when a reported subscriber withdraws
 	// (ErrWithdrawn), its node says goodbye (ErrPeerLeft), times out
-	// (ErrPeerLost) or restarts (ErrPeerRestarted): drop its queue pair.
+	// (ErrPeerLost; if held, when the hold ends: see SubscriberReachable)
+	// or restarts (ErrPeerRestarted): drop its queue pair.
 	OnSubscriberGone func(SubscriberInfo, error)
+	// SubscriberReachable reports whether the data plane to s is up (its
+	// queue pair connected and not failed). With it, a subscriber whose
+	// node the bus lost by heartbeat (ErrPeerLost) while it is reachable is
+	// held, not gone (see unheard.go and Config.UnheardHold): the bus
+	// calls OnSubscriberUnheard, then either OnSubscriberHeard when its
+	// node re-announces it unchanged, or OnSubscriberGone once the check
+	// fails (ErrHoldFailed), the hold ends (ErrHoldEnded), or it leaves,
+	// restarts or withdraws. It runs on the publication's goroutine, once
+	// at the loss and every 50 ms while held: keep it short. Optional:
+	// without it a lost subscriber is gone at once.
+	SubscriberReachable func(SubscriberInfo) bool
+	// OnSubscriberUnheard is called when a subscriber starts to be held
+	// (hold: Config.UnheardHold); OnSubscriberHeard when it is held no
+	// longer because its node re-announced it (unheard: for how long).
+	// Both optional.
+	OnSubscriberUnheard func(s SubscriberInfo, hold time.Duration)
+	OnSubscriberHeard   func(s SubscriberInfo, unheard time.Duration)
 	// OnHomeLost is called once per home when the topic's home goes away
 	// (its lease was deleted or expired, a newer epoch superseded it, its
 	// node left, or this node lost it); the error wraps ErrHomeLost. Call
@@ -78,7 +96,8 @@ type Publication struct {
 	mu      sync.Mutex
 	home    HomeInfo
 	homeErr error
-	subs    map[string]SubscriberInfo // reported to OnSubscriber and not gone
+	subs    map[string]SubscriberInfo // reported to OnSubscriber and not gone (nor held)
+	held    *holds[SubscriberInfo]    // lost by heartbeat, still reachable (unheard.go); on q only
 	closed  bool                      // guarded by n.mu
 
 	leaseEpoch uint64    // the epoch of the last home this publication held (lease.go)
@@ -130,6 +149,12 @@ func (n *Node) Publish(ctx context.Context, spec PublishSpec) (*Publication, err
 	}
 	p.home = home
 	p.q = newEventQueue()
+	p.held = newHolds(p.q, n.cfg.UnheardHold, sameSub, spec.SubscriberReachable, spec.OnSubscriberUnheard, spec.OnSubscriberHeard,
+		func(s SubscriberInfo, reason error) {
+			if f := p.spec.OnSubscriberGone; f != nil {
+				f(s, reason)
+			}
+		})
 
 	n.mu.Lock()
 	if err := n.checkOpen(); err != nil {
@@ -249,24 +274,42 @@ func (p *Publication) subscriberUp(s SubscriberInfo) {
 				return
 			}
 		}
+		heard := p.held.heard(s) // held, and the same: reported already
 		p.mu.Lock()
 		p.subs[s.Key()] = s
 		p.mu.Unlock()
-		if f := p.spec.OnSubscriber; f != nil {
+		if f := p.spec.OnSubscriber; f != nil && !heard {
 			f(s)
 		}
 	})
 }
 
-// subscriberDown queues the report that s is gone, if s was reported.
+// subscriberDown queues the report that s is gone, if s was reported: at
+// once, or once its hold ends if its node is only unheard (unheard.go).
 func (p *Publication) subscriberDown(s SubscriberInfo, reason error) {
 	p.q.push(func() {
 		p.mu.Lock()
 		_, ok := p.subs[s.Key()]
 		delete(p.subs, s.Key())
 		p.mu.Unlock()
-		if f := p.spec.OnSubscriberGone; ok && f != nil {
+		if !ok || p.held.down(s, reason) {
+			return
+		}
+		if f := p.spec.OnSubscriberGone; f != nil {
 			f(s, reason)
+		}
+	})
+}
+
+// heldGone queues the end of a held subscriber's hold: it withdrew, or its
+// node left or restarted (inc: the incarnation heard now, 0 for none).
+// Called with n.mu.
+func (p *Publication) heldGone(key, node string, inc uint64, reason error) {
+	p.q.push(func() {
+		if key != "" {
+			p.held.withdrawn(key, reason)
+		} else {
+			p.held.nodeGone(node, inc, reason)
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 )
 
 // SubscribeSpec says what a subscriber of a topic offers and needs. The
@@ -30,8 +31,16 @@ type SubscribeSpec struct {
 	// credit cells, and any subscriber may read the journal through the home.
 	OnPublisher func(PublisherInfo)
 	// OnPublisherGone is called once when a reported publisher withdraws or
-	// its node leaves, times out or restarts.
+	// its node leaves, times out (if held, when the hold ends: see
+	// PublisherReachable) or restarts.
 	OnPublisherGone func(PublisherInfo, error)
+	// PublisherReachable, OnPublisherUnheard and OnPublisherHeard hold a
+	// publisher whose node the bus lost by heartbeat while its queue pairs
+	// are up, as PublishSpec.SubscriberReachable and its callbacks hold a
+	// subscriber (unheard.go, Config.UnheardHold). Optional.
+	PublisherReachable func(PublisherInfo) bool
+	OnPublisherUnheard func(p PublisherInfo, hold time.Duration)
+	OnPublisherHeard   func(p PublisherInfo, unheard time.Duration)
 	// OnHome is called with the topic's home record as it is when the
 	// subscription starts (if there is one) and with every change: a new
 	// reservation, or a new epoch after a failover (HomeInfo.Start: the
@@ -50,8 +59,9 @@ type Subscription struct {
 	q    *eventQueue
 
 	mu     sync.Mutex
-	pubs   map[string]PublisherInfo
-	closed bool // guarded by n.mu
+	pubs   map[string]PublisherInfo // reported to OnPublisher and not gone (nor held)
+	held   *holds[PublisherInfo]    // lost by heartbeat, still reachable (unheard.go); on q only
+	closed bool                     // guarded by n.mu
 }
 
 // Subscribe announces a subscriber of spec.Topic, serves publishers'
@@ -96,6 +106,12 @@ func (n *Node) Subscribe(_ context.Context, spec SubscribeSpec) (*Subscription, 
 		return nil, fmt.Errorf("%w: subscriber %q of topic %q", ErrDuplicate, spec.ID, spec.Topic)
 	}
 	s.q = newEventQueue()
+	s.held = newHolds(s.q, n.cfg.UnheardHold, samePub, spec.PublisherReachable, spec.OnPublisherUnheard, spec.OnPublisherHeard,
+		func(p PublisherInfo, reason error) {
+			if f := s.spec.OnPublisherGone; f != nil {
+				f(p, reason)
+			}
+		})
 	if n.localSubs[spec.Topic] == nil {
 		n.localSubs[spec.Topic] = map[string]*Subscription{}
 	}
@@ -181,23 +197,40 @@ func (s *Subscription) publisherUp(p PublisherInfo) {
 				return
 			}
 		}
+		heard := s.held.heard(p) // held, and the same: reported already
 		s.mu.Lock()
 		s.pubs[p.Key()] = p
 		s.mu.Unlock()
-		if f := s.spec.OnPublisher; f != nil {
+		if f := s.spec.OnPublisher; f != nil && !heard {
 			f(p)
 		}
 	})
 }
 
+// publisherDown queues the report that p is gone, if p was reported: at
+// once, or once its hold ends if its node is only unheard (unheard.go).
 func (s *Subscription) publisherDown(p PublisherInfo, reason error) {
 	s.q.push(func() {
 		s.mu.Lock()
 		_, ok := s.pubs[p.Key()]
 		delete(s.pubs, p.Key())
 		s.mu.Unlock()
-		if f := s.spec.OnPublisherGone; ok && f != nil {
+		if !ok || s.held.down(p, reason) {
+			return
+		}
+		if f := s.spec.OnPublisherGone; f != nil {
 			f(p, reason)
+		}
+	})
+}
+
+// heldGone is Publication.heldGone for held publishers. Called with n.mu.
+func (s *Subscription) heldGone(key, node string, inc uint64, reason error) {
+	s.q.push(func() {
+		if key != "" {
+			s.held.withdrawn(key, reason)
+		} else {
+			s.held.nodeGone(node, inc, reason)
 		}
 	})
 }

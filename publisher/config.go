@@ -63,21 +63,8 @@ type Config struct {
 	// next home when the current one went away (default 3s); then it
 	// returns ErrNoHome.
 	FailoverTimeout time.Duration
-	// UnheardHold is how long a subscriber whose node the bus lost
-	// (bus.ErrPeerLost: no heartbeat for the bus's HeartbeatTimeout) keeps
-	// its queue pair, and its ticks, while the queue pair itself stays up
-	// (default DefaultUnheardHold; negative: drop it at once, as a
-	// subscriber that left). A node away from NATS (its server died, it
-	// is reconnecting) is not a dead one: the data plane decides. See
-	// targets.go and the package doc.
-	UnheardHold time.Duration
-	Logger      zerolog.Logger
+	Logger          zerolog.Logger
 }
-
-// DefaultUnheardHold is Config.UnheardHold when it is 0: long beside the
-// bus's default heartbeat timeout (2s) and a NATS client's reconnect
-// (seconds), short beside a trading day.
-const DefaultUnheardHold = 30 * time.Second
 
 func (c *Config) setDefaults() error {
 	if c.Provider == "" {
@@ -100,9 +87,6 @@ func (c *Config) setDefaults() error {
 	}
 	if c.FailoverTimeout == 0 {
 		c.FailoverTimeout = 3 * time.Second
-	}
-	if c.UnheardHold == 0 {
-		c.UnheardHold = DefaultUnheardHold
 	}
 	for c.PublisherID == 0 {
 		var b [4]byte

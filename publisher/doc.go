@@ -17,19 +17,20 @@
 // Subscribers a node's bus cannot hear: the bus drops a peer silent for
 // its HeartbeatTimeout (bus.ErrPeerLost), but a node away from NATS (its
 // server died, its reconnect is slow on a loaded host) is not a dead one,
-// and its ring is still reachable. So a subscriber lost that way whose
-// queue pair is up (rdma.QPReadyToSend, and not dropped by the writer) is
-// held: the writer goes on writing into its ring for up to
-// Config.UnheardHold (30 s by default), and when its node is heard again
-// and re-announces the same ring (same incarnation) it is the same target,
-// with no new connection and nothing written twice. It is dropped once,
-// logged and counted (UnheardDrops; the writer's own drops in
-// Stats().Dropped), as soon as its queue pair fails (a dead host: the
-// writer's error or unanswered completion while it publishes, tcp's
-// watchdog and keepalive, shm's peer socket, a verbs QP in ERR; looked at
-// every 50 ms while held), or when the hold ends. A subscriber that
-// withdrew, left or restarted is dropped at once, as before. A negative
-// UnheardHold drops a lost one at once too.
+// and its ring is still reachable. The bus holds such a subscriber while
+// the publisher says its queue pair is up (subscriberReachable:
+// rdma.QPReadyToSend, and not dropped by the writer; the rule and its one
+// setting, bus.Config.UnheardHold, 30 s by default, are the bus's: see
+// package bus). The writer goes on writing into its ring meanwhile, and
+// when its node is heard again and re-announces the same ring (same
+// incarnation) it is the same target, with no new connection and nothing
+// written twice. It is dropped once, logged and counted (UnheardDrops;
+// the writer's own drops in Stats().Dropped), as soon as its queue pair
+// fails (a dead host: the writer's error or unanswered completion while
+// it publishes, tcp's watchdog and keepalive, shm's peer socket, a verbs
+// QP in ERR; the bus looks every 50 ms while it holds it), or when the
+// hold ends. A subscriber that withdrew, left or restarted is dropped at
+// once, as before. A negative UnheardHold drops a lost one at once too.
 //
 // A closing publisher that is the topic's home fences its counter and
 // hands the value it ended at to the bus (bus.PublishSpec.EndCounter),

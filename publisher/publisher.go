@@ -63,8 +63,8 @@ type Publisher struct {
 	// fenced, or not home): the bus writes it into the home record
 	// (bus.PublishSpec.EndCounter).
 	end atomic.Uint64
-	// unheardDrops counts subscribers dropped after their node went
-	// unheard on NATS (holdUnheard).
+	// unheardDrops counts subscribers dropped after the bus held them
+	// while their node was unheard on NATS (onSubscriberGone).
 	unheardDrops atomic.Uint64
 
 	closeOnce sync.Once
@@ -115,8 +115,13 @@ func New(ctx context.Context, node Node, devs *link.Devices, cfg Config) (*Publi
 		ValidateSubscriber: validateSubscriber,
 		OnSubscriber:       p.onSubscriber,
 		OnSubscriberGone:   p.onSubscriberGone,
-		OnHomeLost:         p.onHomeLost,
-		OnLease:            p.onLease,
+		// a subscriber whose node the bus cannot hear, but whose queue
+		// pair is up, is held (bus.Config.UnheardHold)
+		SubscriberReachable: p.subscriberReachable,
+		OnSubscriberUnheard: p.onSubscriberUnheard,
+		OnSubscriberHeard:   p.onSubscriberHeard,
+		OnHomeLost:          p.onHomeLost,
+		OnLease:             p.onLease,
 	})
 	if err != nil {
 		_ = p.homeAlso.Close()

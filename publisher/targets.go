@@ -21,9 +21,6 @@ type target struct {
 	// credit is the CreditDesc of the ring's credit cell at the writer
 	// (reliable rings), for the subscriber's connect (acceptCredit).
 	credit []byte
-	// unheard (guarded by p.mu) is when the bus lost the subscriber's node
-	// (ErrPeerLost) while this queue pair was up; zero while it is heard.
-	unheard time.Time
 }
 
 // onTargetDropped runs on the publishing goroutine when a subscriber's QP
@@ -82,9 +79,8 @@ func (p *Publisher) reconnect(t *target) {
 }
 
 // onSubscriber connects to a subscriber's ring and adds it to the writer.
-// A subscriber held while its node was unheard (holdUnheard) and heard
-// again, the same incarnation with the same ring, keeps its queue pair:
-// no new connection, and the writes never stopped.
+// (A subscriber the bus held while its node was unheard and heard again is
+// not reported again: onSubscriberHeard.)
 func (p *Publisher) onSubscriber(s bus.SubscriberInfo) {
 	p.mu.Lock()
 	if p.closed {
@@ -94,14 +90,6 @@ func (p *Publisher) onSubscriber(s bus.SubscriberInfo) {
 	if !p.ready {
 		p.pending = append(p.pending, s)
 		p.mu.Unlock()
-		return
-	}
-	if t := p.targets[s.Key()]; t != nil && !t.unheard.IsZero() && sameSubscriber(t.info, s) && p.live(t) {
-		away := time.Since(t.unheard)
-		t.unheard = time.Time{}
-		p.mu.Unlock()
-		p.log.Info().Str("subscriber", s.Key()).Dur("unheard", away).Uint64("target", t.id).
-			Msg("publisher: subscriber's node heard again; its queue pair never stopped")
 		return
 	}
 	p.nextID++
@@ -189,36 +177,70 @@ func (p *Publisher) addTarget(id uint64, s bus.SubscriberInfo) error {
 	return nil
 }
 
-// onSubscriberGone removes a subscriber that withdrew, left or restarted.
-// One whose node timed out (bus.ErrPeerLost) while its queue pair is up is
-// held instead (holdUnheard): the bus cannot hear the node, but the data
-// plane can still reach it.
+// onSubscriberGone removes a subscriber that withdrew, left or restarted,
+// or whose node the bus lost by heartbeat (bus.ErrPeerLost) while its
+// queue pair was down, or after the bus held it (subscriberReachable)
+// until its queue pair failed (bus.ErrHoldFailed) or the hold ended
+// (bus.ErrHoldEnded): counted in UnheardDrops, and logged as a warning.
 func (p *Publisher) onSubscriberGone(s bus.SubscriberInfo, reason error) {
 	p.mu.Lock()
 	t := p.targets[s.Key()]
-	if t != nil && errors.Is(reason, bus.ErrPeerLost) && p.cfg.UnheardHold > 0 && !p.closed && sameSubscriber(t.info, s) && p.live(t) {
-		first := t.unheard.IsZero()
-		if first {
-			t.unheard = time.Now()
-		}
-		p.mu.Unlock()
-		if first {
-			p.log.Warn().Str("subscriber", s.Key()).Err(reason).Uint64("target", t.id).Dur("hold", p.cfg.UnheardHold).
-				Msg("publisher: subscriber's node unheard on NATS, but its queue pair is up; still writing to it until the queue pair fails or the hold ends")
-			go p.holdUnheard(t)
-		}
-		return
-	}
 	delete(p.targets, s.Key())
 	p.mu.Unlock()
 	if t == nil {
 		return
 	}
+	held := errors.Is(reason, bus.ErrHoldFailed) || errors.Is(reason, bus.ErrHoldEnded)
+	if held {
+		p.unheardDrops.Add(1)
+	}
 	if err := p.writer().RemoveTarget(t.id); err != nil && !errors.Is(err, ring.ErrNoTarget) {
 		p.log.Warn().Err(err).Uint64("target", t.id).Msg("publisher: remove target")
 	}
 	_ = t.conn.close()
+	if held {
+		p.log.Warn().Str("subscriber", s.Key()).Err(reason).Uint64("target", t.id).
+			Msg("publisher: dropped a subscriber whose node is unheard on NATS")
+		return
+	}
 	p.log.Info().Str("subscriber", s.Key()).Err(reason).Msg("publisher: subscriber gone; dropped its queue pair")
+}
+
+// subscriberReachable is the bus's liveness check for a subscriber whose
+// node it lost by heartbeat (bus.PublishSpec.SubscriberReachable): while
+// its queue pair is up the bus holds it, and the writer goes on writing
+// into its ring. A dead host's queue pair fails (the writer drops it on an
+// error or unanswered completion while it publishes; tcp's watchdog and
+// keepalive, shm's peer socket, a verbs QP's ERR otherwise) and the bus
+// sees it within its check interval.
+func (p *Publisher) subscriberReachable(s bus.SubscriberInfo) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.targets[s.Key()]
+	return t != nil && !p.closed && sameSubscriber(t.info, s) && p.live(t)
+}
+
+// onSubscriberUnheard: the bus holds s (subscriberReachable).
+func (p *Publisher) onSubscriberUnheard(s bus.SubscriberInfo, hold time.Duration) {
+	p.log.Warn().Str("subscriber", s.Key()).Err(bus.ErrPeerLost).Uint64("target", p.targetID(s)).Dur("hold", hold).
+		Msg("publisher: subscriber's node unheard on NATS, but its queue pair is up; still writing to it until the queue pair fails or the hold ends")
+}
+
+// onSubscriberHeard: a held subscriber's node re-announced it, the same
+// incarnation with the same ring: the same target, no new connection, and
+// the writes never stopped.
+func (p *Publisher) onSubscriberHeard(s bus.SubscriberInfo, unheard time.Duration) {
+	p.log.Info().Str("subscriber", s.Key()).Dur("unheard", unheard).Uint64("target", p.targetID(s)).
+		Msg("publisher: subscriber's node heard again; its queue pair never stopped")
+}
+
+func (p *Publisher) targetID(s bus.SubscriberInfo) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t := p.targets[s.Key()]; t != nil {
+		return t.id
+	}
+	return 0
 }
 
 // live reports whether t's queue pair is up: not dropped by the writer,
@@ -235,55 +257,10 @@ func sameSubscriber(a, b bus.SubscriberInfo) bool {
 	return a.Key() == b.Key() && a.Node.Incarnation == b.Node.Incarnation && a.Mode == b.Mode && bytes.Equal(a.Ring, b.Ring)
 }
 
-// unheardCheck is how often holdUnheard looks at a held queue pair.
-const unheardCheck = 50 * time.Millisecond
-
-// holdUnheard keeps writing to a subscriber whose node the bus lost
-// (ErrPeerLost) for as long as its queue pair is up, until its node is
-// heard again (onSubscriber clears t.unheard), or Config.UnheardHold
-// passes; then it drops it as onSubscriberGone would have, once, logged.
-// A dead host is dropped as promptly as before: its queue pair fails
-// (the writer drops it on an error or unanswered completion while it
-// publishes; tcp's watchdog and keepalive, shm's peer socket, a verbs
-// QP's ERR otherwise) and this sees it within unheardCheck.
-func (p *Publisher) holdUnheard(t *target) {
-	tk := time.NewTicker(unheardCheck)
-	defer tk.Stop()
-	for range tk.C {
-		p.mu.Lock()
-		key := t.info.Key()
-		if p.closed || p.targets[key] != t || t.unheard.IsZero() {
-			p.mu.Unlock()
-			return // closed, replaced, or heard again
-		}
-		var why string
-		switch {
-		case !p.live(t):
-			why = "its queue pair failed"
-		case time.Since(t.unheard) >= p.cfg.UnheardHold:
-			why = "unheard for the whole hold (Config.UnheardHold)"
-		default:
-			p.mu.Unlock()
-			continue
-		}
-		away := time.Since(t.unheard)
-		delete(p.targets, key)
-		p.mu.Unlock()
-		p.unheardDrops.Add(1)
-		if err := p.writer().RemoveTarget(t.id); err != nil && !errors.Is(err, ring.ErrNoTarget) {
-			p.log.Warn().Err(err).Uint64("target", t.id).Msg("publisher: remove target")
-		}
-		_ = t.conn.close()
-		p.log.Warn().Str("subscriber", key).Dur("unheard", away).Uint64("target", t.id).
-			Msg("publisher: dropped a subscriber whose node is unheard on NATS: " + why)
-		return
-	}
-}
-
-// UnheardDrops is how many subscribers this publisher dropped after their
-// node went unheard on NATS (their queue pair failed meanwhile, or
-// Config.UnheardHold passed). Writer drops (Stats().Dropped) count the
-// queue-pair failures too.
+// UnheardDrops is how many subscribers this publisher dropped after the
+// bus held them while their node was unheard on NATS (their queue pair
+// failed meanwhile, or bus.Config.UnheardHold passed). Writer drops
+// (Stats().Dropped) count the queue-pair failures too.
 func (p *Publisher) UnheardDrops() uint64 { return p.unheardDrops.Load() }
 
 // Subscribers is how many subscriber rings the writer writes into now.

@@ -48,6 +48,13 @@ type Message struct {
 	Received uint64 `json:"received"`
 	Gaps     uint64 `json:"gaps"`
 	Overruns uint64 `json:"overruns"`
+	// Tail is what the subscriber named lost at Close past the last
+	// sequence it could account for: ticks the topic's counter says were
+	// published, that never reached its ring (subscriber.Counters.Tail).
+	// It is only ever set in the last message, and left out while 0, so
+	// that a reader built before it (which refuses unknown fields) reads
+	// every other message.
+	Tail uint64 `json:"tail,omitempty"`
 	// Rate is ticks received per second over this interval.
 	Rate float64 `json:"rate"`
 	// Negative and Saturated count this interval's latencies clamped into
@@ -192,7 +199,7 @@ func (m *Message) validateFields() error {
 	for _, c := range []struct {
 		name string
 		v    uint64
-	}{{"received", m.Received}, {"gaps", m.Gaps}, {"overruns", m.Overruns}, {"negative", m.Negative}, {"saturated", m.Saturated}} {
+	}{{"received", m.Received}, {"gaps", m.Gaps}, {"overruns", m.Overruns}, {"tail", m.Tail}, {"negative", m.Negative}, {"saturated", m.Saturated}} {
 		if c.v > MaxCount {
 			return fmt.Errorf("%w: %s %d > %d", ErrInvalid, c.name, c.v, uint64(MaxCount))
 		}

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func testMessage(t testing.TB) *Message {
 	m := &Message{
 		Version: Version, Topic: "md.AAPL", Subscriber: "engine-1", Host: "hostA", Provider: "shm",
 		Start: start, End: start.Add(time.Second),
-		Received: 10000, Gaps: 3, Overruns: 1, Rate: 10000,
+		Received: 10000, Gaps: 3, Overruns: 1, Tail: 7, Rate: 10000,
 	}
 	require.NoError(t, m.SetHistogram(h))
 	return m
@@ -44,6 +45,7 @@ func TestMessage_EncodeDecode_RoundTrips(t *testing.T) {
 	assert.Equal(t, m.Received, got.Received)
 	assert.Equal(t, m.Gaps, got.Gaps)
 	assert.Equal(t, m.Overruns, got.Overruns)
+	assert.Equal(t, m.Tail, got.Tail)
 	assert.Equal(t, m.Rate, got.Rate)
 	h, err := got.LatencyHistogram()
 	require.NoError(t, err)
@@ -91,6 +93,9 @@ func TestDecode_RejectsBadInput(t *testing.T) {
 		{"empty subscriber", edit(func(m map[string]any) { m["subscriber"] = "" }), ErrInvalid},
 		{"negative counter", edit(func(m map[string]any) { m["received"] = -1 }), ErrMalformed},
 		{"absurd counter", edit(func(m map[string]any) { m["gaps"] = uint64(1) << 60 }), ErrInvalid},
+		{"absurd tail", edit(func(m map[string]any) { m["tail"] = uint64(1) << 60 }), ErrInvalid},
+		{"negative tail", edit(func(m map[string]any) { m["tail"] = -1 }), ErrMalformed},
+		{"tail not a number", edit(func(m map[string]any) { m["tail"] = "7" }), ErrMalformed},
 		{"absurd rate", edit(func(m map[string]any) { m["rate"] = 1e300 }), ErrInvalid},
 		{"negative rate", edit(func(m map[string]any) { m["rate"] = -1 }), ErrInvalid},
 		{"end before start", edit(func(m map[string]any) { m["end"] = "2020-01-01T00:00:00Z" }), ErrInvalid},
@@ -112,6 +117,25 @@ func TestDecode_RejectsBadInput(t *testing.T) {
 	}
 }
 
+// A message without a tail (every one but a closing subscriber's last)
+// carries no tail field, so readers of the format before it was added
+// read it; one with a tail carries it.
+func TestEncode_TailOnlyWhenNamed(t *testing.T) {
+	m := testMessage(t)
+	m.Tail = 0
+	b, err := Encode(m)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), `"tail"`)
+	got, err := Decode(b)
+	require.NoError(t, err)
+	assert.Zero(t, got.Tail)
+
+	m.Tail = 42
+	b, err = Encode(m)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"tail":42`)
+}
+
 func TestEncode_RejectsInvalidMessage(t *testing.T) {
 	m := testMessage(t)
 	m.Topic = ""
@@ -130,8 +154,9 @@ func TestReporter_Next_ComputesRateAndCarriesInterval(t *testing.T) {
 		r.Record(i * 1000)
 	}
 	time.Sleep(20 * time.Millisecond)
-	m, err := p.Next(Counters{Received: 100, Gaps: 2, Overruns: 1})
+	m, err := p.Next(Counters{Received: 100, Gaps: 2, Overruns: 1, Tail: 5})
 	require.NoError(t, err)
+	assert.Equal(t, uint64(5), m.Tail)
 	assert.True(t, m.CrossHost)
 	assert.Equal(t, "tcp", m.Provider)
 	d := m.End.Sub(m.Start).Seconds()
@@ -161,6 +186,13 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(good)
+	noTail := testMessage(f)
+	noTail.Tail = 0
+	if b, err := Encode(noTail); err == nil {
+		f.Add(b)
+	}
+	f.Add(bytes.Replace(good, []byte(`"tail":7`), []byte(`"tail":9007199254740992`), 1)) // 2^53: over MaxCount
+	f.Add(bytes.Replace(good, []byte(`"tail":7`), []byte(`"tail":-1`), 1))
 	f.Add([]byte(`{"v":1}`))
 	f.Add([]byte(`{"v":2,"topic":"x"}`))
 	f.Add([]byte("garbage"))
@@ -183,7 +215,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		h1, _ := m.LatencyHistogram()
 		h2, _ := m2.LatencyHistogram()
-		if m2.Received != m.Received || h1.TotalCount() != h2.TotalCount() {
+		if m2.Received != m.Received || m2.Gaps != m.Gaps || m2.Overruns != m.Overruns || m2.Tail != m.Tail || h1.TotalCount() != h2.TotalCount() {
 			t.Fatalf("round trip changed the message")
 		}
 	})

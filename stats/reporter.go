@@ -19,6 +19,7 @@ type Counters struct {
 	Received uint64
 	Gaps     uint64
 	Overruns uint64
+	Tail     uint64 // named lost at Close (Message.Tail)
 }
 
 // PublishFunc sends data on a subject (for example (*nats.Conn).Publish).
@@ -59,6 +60,7 @@ func (p *Reporter) Next(totals Counters) (*Message, error) {
 		Received:   totals.Received,
 		Gaps:       totals.Gaps,
 		Overruns:   totals.Overruns,
+		Tail:       totals.Tail,
 		Negative:   p.iv.Negative,
 		Saturated:  p.iv.Saturated,
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/tickbus/tickbus/bus"
@@ -78,13 +77,6 @@ func (s *Subscriber) accept(ctx context.Context, req bus.ConnectRequest) (bus.Co
 // publisherUp notes a publisher: until it delivers a tick (or JoinGrace
 // after it connected) the ring is joining it.
 func (s *Subscriber) publisherUp(p bus.PublisherInfo) {
-	s.mu.Lock()
-	held := s.unheard[p.Key()]
-	delete(s.unheard, p.Key()) // heard again: its queue pairs, if held, stay (holdUnheard returns)
-	s.mu.Unlock()
-	if held {
-		s.log.Info().Str("publisher", p.Key()).Msg("subscriber: publisher's node heard again; its queue pairs never stopped")
-	}
 	if len(p.Data) == 4 {
 		s.h.publisherUp(binary.LittleEndian.Uint32(p.Data), s.cfg.JoinGrace)
 	}
@@ -163,48 +155,58 @@ func (s *Subscriber) attachCredit(from bus.PeerInfo, pubID string) {
 	s.log.Info().Str("publisher", key).Msg("subscriber: credit cell attached")
 }
 
-// publisherGone closes the queue pairs of a publisher that left. One
-// whose node the bus lost by heartbeat (bus.ErrPeerLost) while its queue
-// pairs are up keeps them (holdUnheard): a node away from NATS still
-// writes. One that went without withdrawing may have stopped writing to
-// the ring before its last ticks: the topic's counter is asked for, so
-// that what never comes is named (learnTail).
+// publisherGone closes the queue pairs of a publisher that left, or whose
+// node the bus lost by heartbeat (bus.ErrPeerLost) while they were down,
+// or after the bus held it (publisherReachable) until they failed
+// (bus.ErrHoldFailed) or the hold ended (bus.ErrHoldEnded). One that went
+// without withdrawing may have stopped writing to the ring before its
+// last ticks: the topic's counter is asked for, so that what never comes
+// is named (learnTail).
 func (s *Subscriber) publisherGone(p bus.PublisherInfo, reason error) {
 	key := p.Key()
 	s.mu.Lock()
 	cs := s.qps[key]
-	if errors.Is(reason, bus.ErrPeerLost) && anyUp(cs) && !s.closing {
-		first := !s.unheard[key]
-		s.unheard[key] = true
-		s.mu.Unlock()
-		if first {
-			s.log.Warn().Str("publisher", key).Err(reason).Dur("hold", unheardHold).
-				Msg("subscriber: publisher's node unheard on NATS, but its queue pairs are up; keeping them until they fail or the hold ends")
-			s.spawn(func() { s.holdUnheard(p) })
-		}
-		return
-	}
 	delete(s.qps, key)
-	delete(s.unheard, key)
 	s.mu.Unlock()
 	for _, c := range cs {
 		_ = c.qp.Close()
 		_ = c.cq.Close()
 	}
-	s.log.Info().Str("publisher", key).Err(reason).Msg("subscriber: publisher gone")
+	if errors.Is(reason, bus.ErrHoldFailed) || errors.Is(reason, bus.ErrHoldEnded) {
+		s.log.Warn().Str("publisher", key).Err(reason).Msg("subscriber: publisher gone")
+	} else {
+		s.log.Info().Str("publisher", key).Err(reason).Msg("subscriber: publisher gone")
+	}
 	if !errors.Is(reason, bus.ErrWithdrawn) {
 		s.spawn(func() { s.learnTail(p) })
 	}
 }
 
-// unheardHold is how long the queue pairs of a publisher whose node the
-// bus lost (ErrPeerLost) are kept while they stay up; as
-// publisher.DefaultUnheardHold. A variable for tests.
-var unheardHold = 30 * time.Second
+// publisherReachable is the bus's liveness check for a publisher whose
+// node it lost by heartbeat (bus.SubscribeSpec.PublisherReachable): while
+// one of its queue pairs is up (an older one of a reconnect may have
+// failed long ago) the bus holds it and the queue pairs stay, so a node
+// away from NATS goes on writing. A closing subscriber holds nothing.
+func (s *Subscriber) publisherReachable(p bus.PublisherInfo) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.closing && anyUp(s.qps[p.Key()])
+}
+
+// onPublisherUnheard: the bus holds p (publisherReachable).
+func (s *Subscriber) onPublisherUnheard(p bus.PublisherInfo, hold time.Duration) {
+	s.log.Warn().Str("publisher", p.Key()).Err(bus.ErrPeerLost).Dur("hold", hold).
+		Msg("subscriber: publisher's node unheard on NATS, but its queue pairs are up; keeping them until they fail or the hold ends")
+}
+
+// onPublisherHeard: a held publisher's node re-announced it unchanged.
+func (s *Subscriber) onPublisherHeard(p bus.PublisherInfo, unheard time.Duration) {
+	s.log.Info().Str("publisher", p.Key()).Dur("unheard", unheard).
+		Msg("subscriber: publisher's node heard again; its queue pairs never stopped")
+}
 
 // anyUp reports whether one of the queue pairs is in RTS (the provider's
-// liveness: tcp connection, shm peer, verbs QP state); an older one of a
-// reconnect may have failed long ago.
+// liveness: tcp connection, shm peer, verbs QP state).
 func anyUp(cs []conn) bool {
 	for _, c := range cs {
 		if c.qp.State() == rdma.QPReadyToSend {
@@ -212,56 +214,4 @@ func anyUp(cs []conn) bool {
 		}
 	}
 	return false
-}
-
-// holdUnheard watches the queue pairs of a publisher whose node is
-// unheard: once its node is heard again and the publisher re-announced
-// (publisherUp clears the mark) it returns; when a queue pair fails or
-// unheardHold passes, the publisher is gone after all (publisherGone with
-// the reason). Spawned (s.wg).
-func (s *Subscriber) holdUnheard(p bus.PublisherInfo) {
-	defer s.wg.Done()
-	key := p.Key()
-	since := time.Now()
-	tk := time.NewTicker(50 * time.Millisecond)
-	defer tk.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-tk.C:
-		}
-		s.mu.Lock()
-		if !s.unheard[key] {
-			s.mu.Unlock()
-			return // heard again, or gone another way
-		}
-		var why error
-		switch cs := s.qps[key]; {
-		case !anyUp(cs):
-			why = fmt.Errorf("%w; its queue pair failed meanwhile", bus.ErrPeerLost)
-		case time.Since(since) >= unheardHold:
-			why = fmt.Errorf("%w; unheard for the whole hold (%v)", bus.ErrPeerLost, unheardHold)
-		default:
-			s.mu.Unlock()
-			continue
-		}
-		delete(s.unheard, key) // under the same lock as the check: a publisherUp now finds it gone
-		cs := s.qps[key]
-		delete(s.qps, key)
-		s.mu.Unlock()
-		s.closeGone(p, cs, why)
-		return
-	}
-}
-
-// closeGone closes the queue pairs of a held publisher that turned out
-// gone, and asks for the counter (learnTail).
-func (s *Subscriber) closeGone(p bus.PublisherInfo, cs []conn, reason error) {
-	for _, c := range cs {
-		_ = c.qp.Close()
-		_ = c.cq.Close()
-	}
-	s.log.Warn().Str("publisher", p.Key()).Err(reason).Msg("subscriber: publisher gone")
-	s.spawn(func() { s.learnTail(p) })
 }

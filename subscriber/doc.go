@@ -52,11 +52,19 @@
 // and gives it to the reader (ring.Reader.SetClaimed), which names the
 // missing range as one ring.EventGap (Counters.Gaps); what is still
 // missing after Close's drain is named there (Counters.Tail). Both count
-// in Lost. A sequence named is never delivered afterwards.
+// in Lost. A sequence named is never delivered afterwards. A home gone
+// without a recorded end, with no journal and nobody holding the topic's
+// lease, leaves no counter: what the ring misses below the epoch's
+// reservation is then named the ended epoch's, one ring.EventEpoch
+// (Counters.Epoch), as the next epoch's record would name it.
 //
 // A publisher whose node the bus lost by heartbeat (bus.ErrPeerLost) while
-// one of its queue pairs is up keeps them, as publishers keep a lost
-// subscriber's (see package publisher), until they fail or 30 s pass.
+// one of its queue pairs is up keeps them (the bus holds it:
+// publisherReachable), as publishers keep a lost subscriber's (see
+// packages bus and publisher), until they fail, its node leaves or
+// restarts, or bus.Config.UnheardHold (30 s by default) passes. The last
+// stats message a closing subscriber publishes carries its tail
+// (stats.Message.Tail).
 //
 // Close withdraws the subscription (publishers drop the ring), drains what
 // is already in the ring, publishes the last stats, closes the queue pairs

@@ -62,6 +62,10 @@ type Subscriber struct {
 	tailJoin atomic.Uint64
 	// tailEpoch: an ended epoch's unused range Close named (Counters.Epoch)
 	tailEpoch atomic.Uint64
+	// endedAt: the reservation of an epoch that ended without a recorded
+	// end (tail.go endEpochAt; 0: none); endWatch: untilEnded runs
+	endedAt  atomic.Uint64
+	endWatch atomic.Bool
 
 	stop    atomic.Bool // Run returns when set
 	running sync.Mutex  // held by Run; Close waits on it
@@ -75,9 +79,6 @@ type Subscriber struct {
 	also   link.AlsoOn       // the ring registered on other providers' devices too
 	used   map[string]bool   // every provider a publisher connected over
 	closed bool
-	// unheard: publishers whose node the bus lost while their queue pairs
-	// stayed up, kept (accept.go holdUnheard)
-	unheard map[string]bool
 	// closing is set (under mu) when Close begins, before it waits for wg:
 	// spawn adds to wg only before it, so no Add races the Wait.
 	closing bool
@@ -112,7 +113,7 @@ func New(ctx context.Context, node Node, devs *link.Devices, cfg Config, h Handl
 		cfg.ID = node.ID()
 	}
 	s := &Subscriber{cfg: cfg, node: node, devs: devs, log: cfg.Logger.With().Str("topic", cfg.Topic).Str("subscriber", cfg.ID).Logger(),
-		qps: map[string][]conn{}, unheard: map[string]bool{}, used: map[string]bool{}, rec: stats.NewRecorder(), done: make(chan struct{})}
+		qps: map[string][]conn{}, used: map[string]bool{}, rec: stats.NewRecorder(), done: make(chan struct{})}
 	s.h = recHandler{user: h, rec: s.rec, pending: map[uint32]struct{}{}, seen: map[uint32]struct{}{}}
 	dev, err := devs.Get(cfg.Provider)
 	if err != nil {
@@ -145,8 +146,13 @@ func New(ctx context.Context, node Node, devs *link.Devices, cfg Config, h Handl
 		Accept:          s.accept,
 		OnPublisher:     s.publisherUp,
 		OnPublisherGone: s.publisherGone,
-		OnHome:          s.onHomeRecord,
-		OnReconnect:     s.onReconnect,
+		// a publisher whose node the bus cannot hear, but whose queue
+		// pairs are up, is held (bus.Config.UnheardHold)
+		PublisherReachable: s.publisherReachable,
+		OnPublisherUnheard: s.onPublisherUnheard,
+		OnPublisherHeard:   s.onPublisherHeard,
+		OnHome:             s.onHomeRecord,
+		OnReconnect:        s.onReconnect,
 	})
 	if err != nil {
 		_ = s.ring.Close()

@@ -34,6 +34,23 @@ import (
 // every sequence below it was claimed while it was; one that arrives
 // after it was named is never delivered (the reader is past it), so
 // nothing is counted twice.
+//
+// One case leaves no counter anywhere: the home closed while it could not
+// write where its epoch ended (its node away from NATS, or JetStream
+// unavailable for longer than the write's budget), or died, and there is
+// no journal. Then the home record's reservation is the only bound that
+// outlives it: the home handed out nothing at or above it, and the
+// topic's next epoch starts there. So when no home answers and no node
+// holds the topic's lease (the epoch is over: endedEpoch), the subscriber
+// does what the next epoch's record would make it do, at once: the
+// reader is told the epoch ended at the reservation (ring.Reader.SetEpoch)
+// and names what it still misses below it as one ring.EventEpoch
+// (Counters.Epoch), once the gap timeout passes without it; at Close,
+// nameTail names it so. Some of that range may have been published and
+// never written into this ring: which part, nobody can know any more, so
+// it is named the ended epoch's, as a crashed home's last claims are, and
+// logged as a warning saying so. While the lease is still held (a home
+// that cannot answer yet) the subscriber asks again every tailRetry.
 
 // onHomeRecord keeps the newest home record, and gives the reader the
 // counter a closing home ended at, before onHome handles the epoch.
@@ -55,16 +72,97 @@ var askOnReconnect = true
 const tailWait = 500 * time.Millisecond
 
 // learnTail asks the topic's home for its counter after a publisher went
-// without withdrawing, and gives it to the reader. Spawned (s.wg).
+// without withdrawing, and gives it to the reader; with no home to answer,
+// it looks whether the epoch ended without a counter (untilEnded).
+// Spawned (s.wg).
 func (s *Subscriber) learnTail(gone bus.PublisherInfo) {
 	defer s.wg.Done()
 	ctx, cancel := s.untilClosed()
 	defer cancel()
-	ctx, tcancel := context.WithTimeout(ctx, 2*learnWait)
+	tctx, tcancel := context.WithTimeout(ctx, 2*learnWait)
 	defer tcancel()
-	if c, ok := s.askTail(ctx, gone.Node); ok && s.setClaimed(c) {
+	c, ok := s.askTail(tctx, gone.Node)
+	if !ok {
+		s.untilEnded(ctx)
+		return
+	}
+	if s.setClaimed(c) {
 		s.log.Info().Str("publisher", gone.Key()).Uint64("counter", c).
 			Msg("subscriber: learnt the topic's counter after a publisher went; what of it does not come is named a gap")
+	}
+}
+
+// tailRetry is how often untilEnded looks again while the topic's lease
+// is held by a home that does not answer.
+const tailRetry = time.Second
+
+// homeFinder is the part of the bus that says who holds a topic's lease
+// (a *bus.Node has it).
+type homeFinder interface {
+	FindHome(ctx context.Context, topic string) (bus.HomeInfo, error)
+}
+
+// endedEpoch reports the reservation of the last home record this
+// subscriber knows when that epoch is over without a recorded end: the
+// record has no End, and nobody holds the topic's lease (bus.ErrNoHome;
+// any other answer, JetStream away included, says nothing).
+func (s *Subscriber) endedEpoch(ctx context.Context) (uint64, bool) {
+	hi := s.home.Load()
+	fh, ok := s.node.(homeFinder)
+	if hi == nil || hi.End != 0 || hi.Reserved <= hi.Start || !ok || s.journalAt.Load() != 0 {
+		return 0, false
+	}
+	if _, err := fh.FindHome(ctx, s.cfg.Topic); !errors.Is(err, bus.ErrNoHome) {
+		return 0, false
+	}
+	if now := s.home.Load(); now.Epoch != hi.Epoch || now.End != 0 {
+		return 0, false // a newer record (a new epoch, or the end) came meanwhile: it says more
+	}
+	return hi.Reserved, true
+}
+
+// untilEnded looks, every tailRetry until ctx ends, a newer home record
+// comes or a home answers, whether the epoch ended without a counter; if
+// so the reader is told it ended at its reservation (see the top of this
+// file). One runs at a time.
+func (s *Subscriber) untilEnded(ctx context.Context) {
+	hi := s.home.Load()
+	if hi == nil || s.journalAt.Load() != 0 || !s.endWatch.CompareAndSwap(false, true) {
+		return // no epoch known; or the reader READs the journal's counter itself; or one runs
+	}
+	defer s.endWatch.Store(false)
+	for {
+		if r, ok := s.endedEpoch(ctx); ok {
+			s.endEpochAt(r)
+			return
+		}
+		if now := s.home.Load(); now.Epoch != hi.Epoch || now.End != 0 {
+			return // a new epoch, or the end: the record says it
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(tailRetry):
+		}
+		if c, ok := s.askTail(ctx, bus.PeerInfo{}); ok {
+			s.setClaimed(c)
+			return
+		}
+	}
+}
+
+// endEpochAt tells the reader the epoch it reads ended at reserved at
+// the latest (it names what it misses below it as the ended epoch's), and
+// Close to name what is left then (nameTail).
+func (s *Subscriber) endEpochAt(reserved uint64) {
+	if s.h.joinedAt.Load() == 0 { // still joining: nothing below was this ring's (setClaimed)
+		return
+	}
+	s.endedAt.Store(reserved)
+	s.reader.SetEpoch(reserved, reserved)
+	if next := s.reader.Next(); next < reserved {
+		s.log.Warn().Uint64("from", next).Uint64("reserved", reserved).
+			Msg("subscriber: the topic's home is gone without telling where its epoch ended, and nobody holds the topic's lease: what the ring misses below the epoch's reservation is named the ended epoch's (an EventEpoch); some of it may have been published and never written here")
 	}
 }
 
@@ -116,6 +214,8 @@ func (s *Subscriber) learnTailAtClose() {
 	defer cancel()
 	if c, ok := s.askTail(ctx, bus.PeerInfo{}); ok {
 		s.setClaimed(c)
+	} else if r, ok := s.endedEpoch(ctx); ok {
+		s.endEpochAt(r)
 	}
 }
 
@@ -143,9 +243,14 @@ func (s *Subscriber) onReconnect() {
 		defer s.wg.Done()
 		ctx, cancel := s.untilClosed()
 		defer cancel()
-		ctx, tcancel := context.WithTimeout(ctx, 2*learnWait)
+		tctx, tcancel := context.WithTimeout(ctx, 2*learnWait)
 		defer tcancel()
-		if c, ok := s.askTail(ctx, bus.PeerInfo{}); ok && s.setClaimed(c) {
+		c, ok := s.askTail(tctx, bus.PeerInfo{})
+		if !ok {
+			s.untilEnded(ctx)
+			return
+		}
+		if s.setClaimed(c) {
 			s.log.Info().Uint64("counter", c).Msg("subscriber: learnt the topic's counter after NATS came back; what of it does not come is named a gap")
 		}
 	})
@@ -168,6 +273,7 @@ func (s *Subscriber) nameTail(undeliveredFrom uint64, undelivered uint64) {
 		c = undeliveredFrom
 	}
 	if c <= next {
+		s.nameEnded(next, undeliveredFrom, undelivered)
 		return
 	}
 	h := &s.h
@@ -194,5 +300,26 @@ func (s *Subscriber) nameTail(undeliveredFrom uint64, undelivered uint64) {
 		Msg("subscriber: closed short of the topic's counter: these ticks were claimed while the ring was subscribed and never written into it; named")
 	if h.user != nil {
 		h.user.OnEvent(ev)
+	}
+}
+
+// nameEnded, in Close when no counter bounds the tail: an epoch known to
+// have ended without one (endEpochAt) whose reservation the reader has
+// not reached is named there as one ring.EventEpoch (Counters.Epoch),
+// below any ticks Undelivered counted.
+func (s *Subscriber) nameEnded(next, undeliveredFrom, undelivered uint64) {
+	end := s.endedAt.Load()
+	if undelivered > 0 && undeliveredFrom < end {
+		end = undeliveredFrom
+	}
+	if end <= next || !s.h.joined {
+		return
+	}
+	ev := ring.Event{Kind: ring.EventEpoch, From: next, To: end - 1}
+	s.tailEpoch.Add(ev.Count())
+	s.log.Warn().Uint64("from", ev.From).Uint64("to", ev.To).
+		Msg("subscriber: closed short of an epoch that ended without telling where: named the ended epoch's; some of it may have been published")
+	if s.h.user != nil {
+		s.h.user.OnEvent(ev)
 	}
 }

@@ -98,6 +98,10 @@ type Bus struct {
 	// least 100ms). A loaded host that misses renewals fails over needlessly:
 	// give it more.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// UnheardHold is how long a peer dropped by heartbeat keeps its queue
+	// pairs while they stay up (0: the bus default, 30s; at least 50ms;
+	// negative: drop it at once): a node away from NATS is not a dead one.
+	UnheardHold time.Duration `yaml:"unheard_hold"`
 }
 
 // Authorization maps a topic (or "*") to the identities allowed on it: public
@@ -393,6 +397,9 @@ func (b *Bus) validate(cmd string) error {
 	}
 	if b.LeaseTTL != 0 && b.LeaseTTL < 100*time.Millisecond {
 		return bad("bus.lease_ttl", b.LeaseTTL, "0 (default) or at least 100ms")
+	}
+	if b.UnheardHold > 0 && b.UnheardHold < 50*time.Millisecond {
+		return bad("bus.unheard_hold", b.UnheardHold, "0 (default), at least 50ms, or negative (no hold)")
 	}
 	if (b.CertFile == "") != (b.KeyFile == "") {
 		return bad("bus.cert_file", b.CertFile, "bus.cert_file and bus.key_file both set or both empty")

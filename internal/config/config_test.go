@@ -150,6 +150,7 @@ func TestValidate_NamesKeyValueAndExpectation(t *testing.T) {
 		"provider":     {"sub", func(c *Config) { c.Bus.Provider = "udp" }, `bus.provider = "udp"`},
 		"heartbeat":    {"sub", func(c *Config) { c.Bus.HeartbeatInterval = time.Second; c.Bus.HeartbeatTimeout = time.Second }, "bus.heartbeat_timeout = 1s: want 0 (default) or at least twice"},
 		"lease":        {"pub", func(c *Config) { c.Bus.LeaseTTL = time.Millisecond }, "bus.lease_ttl = 1ms: want 0 (default) or at least 100ms"},
+		"unheard":      {"sub", func(c *Config) { c.Bus.UnheardHold = 10 * time.Millisecond }, "bus.unheard_hold = 10ms: want 0 (default), at least 50ms"},
 		"tls pair":     {"sub", func(c *Config) { c.Bus.CertFile = "x.pem" }, `bus.cert_file = "x.pem"`},
 		"log level":    {"sub", func(c *Config) { c.Log.Level = "loud" }, `log.level = "loud": want trace`},
 		"log format":   {"sub", func(c *Config) { c.Log.Format = "xml" }, `log.format = "xml": want json or console`},
@@ -191,6 +192,19 @@ func TestLoad_FlagsOverrideFileOverridesDefaults(t *testing.T) {
 	assert.Equal(t, "warn", c.Log.Level)
 	assert.Equal(t, []string{"nats://h:1", "nats://h:2"}, c.Bus.NATS)
 	assert.Equal(t, Default().Pub.Seed, c.Pub.Seed, "default where neither says")
+}
+
+// bus.unheard_hold reaches the bus config from the file and from
+// --unheard-hold, which wins.
+func TestLoad_UnheardHold_FromFileAndFlag(t *testing.T) {
+	p := writeFile(t, "bus:\n  unheard_hold: 5s\n")
+	var out bytes.Buffer
+	c, err := Load("sub", "x", []string{"--config", p}, &out)
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, c.Bus.UnheardHold)
+	c, err = Load("pub", "x", []string{"--config", p, "--unheard-hold", "-1s"}, &out)
+	require.NoError(t, err)
+	assert.Equal(t, -time.Second, c.Bus.UnheardHold)
 }
 
 func TestLoad_ErrorsNameTheFileAndKey(t *testing.T) {

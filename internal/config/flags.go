@@ -33,6 +33,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 		fs.Var((*urlList)(&c.Bus.NATS), "nats", "NATS server `URLs`, comma-separated; empty runs an embedded server")
 		fs.StringVar(&c.Bus.NodeID, "node-id", c.Bus.NodeID, "this node's `id` on the bus (default: host id and a random suffix)")
 		fs.StringVar(&c.Bus.HostID, "host-id", c.Bus.HostID, "this node's host `id`: nodes with the same one use shm between them (default: the hostname)")
+		fs.DurationVar(&c.Bus.UnheardHold, "unheard-hold", c.Bus.UnheardHold, "how `long` a peer the bus lost by heartbeat keeps its queue pairs while they stay up (0: the bus default, 30s; negative: drop it at once)")
 		fs.DurationVar(&c.Bus.LeaseTTL, "lease-ttl", c.Bus.LeaseTTL, "how `long` a topic's home holds its lease without renewing (0: the bus default; longer rides out a loaded host, shorter fails over faster)")
 		fs.StringVar(&c.Bus.TCPListen, "tcp-listen", c.Bus.TCPListen, "the tcp provider's listen `host:port` (default 127.0.0.1:0; set it to reach other hosts)")
 		fs.StringVar(&c.Bus.TCPAdvertise, "tcp-advertise", c.Bus.TCPAdvertise, "the `host:port` peers on other hosts dial, if not the listen address")

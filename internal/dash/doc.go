@@ -11,8 +11,9 @@
 //
 //	/             the page: live charts of p50, p99, p99.9 and max per topic
 //	              and subscriber, the percentile distribution on HdrHistogram's
-//	              "nines" axis, rates, gaps, overruns and provider, with a
-//	              topic and subscriber selector. Every asset is embedded in the
+//	              "nines" axis, rates, gaps, overruns, the tail a closing
+//	              subscriber named, and provider, with a topic and
+//	              subscriber selector. Every asset is embedded in the
 //	              binary; nothing is fetched from elsewhere.
 //	/api/state    every series as JSON (what the page loads first)
 //	/events       server-sent events: a series' update as each message lands

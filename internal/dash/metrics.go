@@ -20,6 +20,7 @@ var (
 	descReceived = prometheus.NewDesc("tickbus_ticks_received_total", "Ticks received by the subscriber since it subscribed.", labels, nil)
 	descGaps     = prometheus.NewDesc("tickbus_gaps_total", "Sequences the subscriber reported as gaps since it subscribed.", labels, nil)
 	descOverruns = prometheus.NewDesc("tickbus_overruns_total", "Times the publisher lapped the subscriber's ring since it subscribed.", labels, nil)
+	descTail     = prometheus.NewDesc("tickbus_tail_total", "Sequences the subscriber named lost at Close: published, never reached its ring, nothing after them.", labels, nil)
 	descRate     = prometheus.NewDesc("tickbus_tick_rate", "Ticks per second received over the last interval.", labels, nil)
 	descLatency  = prometheus.NewDesc("tickbus_latency_seconds", "One-way tick latency since the dashboard started (from HdrHistogram intervals; the sum is count times the HdrHistogram mean).", labels, nil)
 	descInterval = prometheus.NewDesc("tickbus_latency_interval_seconds", "One-way tick latency over the last interval, from its HdrHistogram.", labels, nil)
@@ -35,7 +36,7 @@ var (
 type collector struct{ s *store }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descReceived, descGaps, descOverruns, descRate, descLatency, descInterval,
+	for _, d := range []*prometheus.Desc{descReceived, descGaps, descOverruns, descTail, descRate, descLatency, descInterval,
 		descClamped, descInfo, descLastSeen, descAccepted, descRejected, descSeries} {
 		ch <- d
 	}
@@ -51,6 +52,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descReceived, prometheus.CounterValue, float64(v.Received), lv...)
 		ch <- prometheus.MustNewConstMetric(descGaps, prometheus.CounterValue, float64(v.Gaps), lv...)
 		ch <- prometheus.MustNewConstMetric(descOverruns, prometheus.CounterValue, float64(v.Overruns), lv...)
+		ch <- prometheus.MustNewConstMetric(descTail, prometheus.CounterValue, float64(v.Tail), lv...)
 		ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, v.Rate, lv...)
 		ch <- prometheus.MustNewConstMetric(descClamped, prometheus.CounterValue, float64(v.Negative), v.Topic, v.Subscriber, "negative")
 		ch <- prometheus.MustNewConstMetric(descClamped, prometheus.CounterValue, float64(v.Saturated), v.Topic, v.Subscriber, "saturated")

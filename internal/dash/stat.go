@@ -46,7 +46,7 @@ func (c *StatConfig) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // RunStat prints, every period, one line per topic and subscriber: rate,
-// received, gaps, overruns, provider and the last interval's p50, p99,
+// received, gaps, overruns, tail, provider and the last interval's p50, p99,
 // p99.9 and max, until ctx is done or Count screens were printed.
 func RunStat(ctx context.Context, cfg StatConfig, w io.Writer) error {
 	every := cfg.Every
@@ -105,7 +105,7 @@ func printStat(w io.Writer, st *store, subject, url string, now time.Time, clear
 	fmt.Fprintf(&b, "%s - tickbus stat: %s on %s, %d series, %d messages, %d ignored\n",
 		now.UTC().Format("2006-01-02 15:04:05"), subject, url, len(views), accepted, bad)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "TOPIC\tSUBSCRIBER\tHOST\tPROVIDER\tRATE/s\tRECEIVED\tGAPS\tOVERRUNS\tP50\tP99\tP99.9\tMAX\tAGE\t")
+	fmt.Fprintln(tw, "TOPIC\tSUBSCRIBER\tHOST\tPROVIDER\tRATE/s\tRECEIVED\tGAPS\tOVERRUNS\tTAIL\tP50\tP99\tP99.9\tMAX\tAGE\t")
 	for _, v := range views {
 		host := v.Host
 		if host == "" {
@@ -123,8 +123,8 @@ func printStat(w io.Writer, st *store, subject, url string, now time.Time, clear
 		if provider == "" {
 			provider = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n",
-			v.Topic, v.Subscriber, host, provider, v.Rate, v.Received, v.Gaps, v.Overruns,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n",
+			v.Topic, v.Subscriber, host, provider, v.Rate, v.Received, v.Gaps, v.Overruns, v.Tail,
 			lat[0], lat[1], lat[2], lat[3], age)
 	}
 	if err := tw.Flush(); err != nil {

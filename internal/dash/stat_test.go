@@ -24,6 +24,7 @@ func TestRunStat_PrintsEverySeriesEachPeriod(t *testing.T) {
 	}()
 	a := newFeed("md.AAPL", "engine-1", 31, 2000)
 	b := newFeed("md.MSFT", "engine-2", 32, 50000)
+	b.totals.Tail = 6 // as a closing subscriber's last message says
 	// Wait for the subscription, then send until a screen shows both.
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(out.String(), "engine-2") || !strings.Contains(out.String(), "engine-1") {
@@ -42,11 +43,11 @@ func TestRunStat_PrintsEverySeriesEachPeriod(t *testing.T) {
 	assert.Contains(t, last, "2 series")
 	lines := strings.Split(last, "\n")
 	require.GreaterOrEqual(t, len(lines), 4, last)
-	assert.Equal(t, []string{"TOPIC", "SUBSCRIBER", "HOST", "PROVIDER", "RATE/s", "RECEIVED", "GAPS", "OVERRUNS", "P50", "P99", "P99.9", "MAX", "AGE"},
+	assert.Equal(t, []string{"TOPIC", "SUBSCRIBER", "HOST", "PROVIDER", "RATE/s", "RECEIVED", "GAPS", "OVERRUNS", "TAIL", "P50", "P99", "P99.9", "MAX", "AGE"},
 		strings.Fields(lines[1]))
 	for i, f := range []*feed{a, b} {
 		fields := strings.Fields(lines[2+i])
-		require.Len(t, fields, 13, lines[2+i])
+		require.Len(t, fields, 14, lines[2+i])
 		assert.Equal(t, f.meta.Topic, fields[0])
 		assert.Equal(t, f.meta.Subscriber, fields[1])
 		assert.Equal(t, f.meta.Host, fields[2])
@@ -54,10 +55,11 @@ func TestRunStat_PrintsEverySeriesEachPeriod(t *testing.T) {
 		assert.Equal(t, itoa(f.totals.Received), fields[5])
 		assert.Equal(t, itoa(f.totals.Gaps), fields[6])
 		assert.Equal(t, itoa(f.totals.Overruns), fields[7])
-		assert.Equal(t, FormatNs(f.last().ValueAtQuantile(50)), fields[8])
-		assert.Equal(t, FormatNs(f.last().ValueAtQuantile(99)), fields[9])
-		assert.Equal(t, FormatNs(f.last().ValueAtQuantile(99.9)), fields[10])
-		assert.Equal(t, FormatNs(f.last().Max()), fields[11])
+		assert.Equal(t, itoa(f.totals.Tail), fields[8])
+		assert.Equal(t, FormatNs(f.last().ValueAtQuantile(50)), fields[9])
+		assert.Equal(t, FormatNs(f.last().ValueAtQuantile(99)), fields[10])
+		assert.Equal(t, FormatNs(f.last().ValueAtQuantile(99.9)), fields[11])
+		assert.Equal(t, FormatNs(f.last().Max()), fields[12])
 	}
 }
 

@@ -98,6 +98,7 @@ type SeriesView struct {
 	Received   uint64       `json:"received"`
 	Gaps       uint64       `json:"gaps"`
 	Overruns   uint64       `json:"overruns"`
+	Tail       uint64       `json:"tail"` // named lost at the subscriber's Close (its last message)
 	Rate       float64      `json:"rate"`
 	Negative   uint64       `json:"negative"`  // clamped latencies since the dashboard started
 	Saturated  uint64       `json:"saturated"` // idem
@@ -230,7 +231,7 @@ func (s *store) apply(m *stats.Message) (string, error) {
 	se.seen = time.Now()
 	v := &se.view
 	v.Host, v.Provider, v.CrossHost = m.Host, m.Provider, m.CrossHost
-	v.Received, v.Gaps, v.Overruns, v.Rate = m.Received, m.Gaps, m.Overruns, m.Rate
+	v.Received, v.Gaps, v.Overruns, v.Tail, v.Rate = m.Received, m.Gaps, m.Overruns, m.Tail, m.Rate
 	v.Negative += m.Negative
 	v.Saturated += m.Saturated
 	v.Intervals++

@@ -66,7 +66,7 @@ type roleFlags struct {
 	slots            int           // subscriber: ring slots (0: the default)
 	wait             time.Duration // publisher: Config.Timeout, each wait of the writer (default roleWait)
 	hb               time.Duration // bus HeartbeatTimeout: silence after which a peer is dropped (0: the default)
-	unheard          time.Duration // publisher: Config.UnheardHold (0: the default; negative: drop an unheard subscriber at once)
+	unheard          time.Duration // bus.Config.UnheardHold (0: the default; negative: drop an unheard peer at once)
 	journal          int           // publisher: Config.JournalSlots (0: the default; -1: none)
 }
 
@@ -84,7 +84,7 @@ func parse(name string, args []string) (roleFlags, error) {
 	fs.StringVar(&f.out, "out", "", "file for a per-tick record")
 	fs.DurationVar(&f.gap, "gap", roleGap, "subscriber: GapTimeout")
 	fs.DurationVar(&f.hb, "hb", 0, "bus HeartbeatTimeout")
-	fs.DurationVar(&f.unheard, "unheard", 0, "publisher: UnheardHold")
+	fs.DurationVar(&f.unheard, "unheard", 0, "bus: UnheardHold")
 	fs.IntVar(&f.journal, "journal", 0, "publisher: JournalSlots")
 	fs.DurationVar(&f.wait, "wait", roleWait, "publisher: Timeout of each wait of the writer")
 	fs.IntVar(&f.slots, "slots", 0, "subscriber: ring slots")
@@ -124,7 +124,7 @@ const leaseTTL = 30 * time.Second
 // open connects a node to its host's NATS server and opens its devices
 // with the tcp provider listening on the host's address.
 func open(ctx context.Context, f roleFlags) (*bus.Node, *link.Devices, error) {
-	node, err := bus.Open(ctx, bus.Config{NodeID: f.name, HostID: f.name, HeartbeatTimeout: f.hb, LeaseTTL: leaseTTL,
+	node, err := bus.Open(ctx, bus.Config{NodeID: f.name, HostID: f.name, HeartbeatTimeout: f.hb, LeaseTTL: leaseTTL, UnheardHold: f.unheard,
 		NATS: bus.NATSConfig{URLs: []string{f.nats}}, Logger: &logger})
 	if err != nil {
 		return nil, nil, err
@@ -153,7 +153,7 @@ func pubMain(args []string) int {
 	defer node.Close()
 	defer devs.Close()
 	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: topic, Provider: rdma.ProviderTCP, Idle: rdma.Yield{}, Timeout: f.wait,
-		PublisherID: publisherID(f.name), UnheardHold: f.unheard, JournalSlots: f.journal, Logger: logger})
+		PublisherID: publisherID(f.name), JournalSlots: f.journal, Logger: logger})
 	if err != nil {
 		return fail(err)
 	}

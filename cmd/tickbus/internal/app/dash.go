@@ -21,8 +21,8 @@ Prometheus /metrics. YAML keys are dash.Config's lower-cased field names
 	register("stat", command{
 		synopsis: "terminal view of every subscriber's rate, losses and latency, refreshed each second",
 		about: `Connects to NATS and prints, every period, one line per topic and subscriber:
-rate, received, gaps, overruns, provider and the last interval's p50, p99,
-p99.9 and max (as AeronStat does for Aeron).`,
+rate, received, gaps, overruns, the tail a closing subscriber named, provider
+and the last interval's p50, p99, p99.9 and max (as AeronStat does for Aeron).`,
 		run: runStat,
 	})
 }

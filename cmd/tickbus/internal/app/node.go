@@ -23,6 +23,7 @@ func openNode(ctx context.Context, c *config.Config, log zerolog.Logger) (*bus.N
 		Providers:         link.Providers(),
 		Provider:          b.Override(),
 		HeartbeatInterval: b.HeartbeatInterval, HeartbeatTimeout: b.HeartbeatTimeout, LeaseTTL: b.LeaseTTL,
+		UnheardHold:   b.UnheardHold,
 		Authorization: bus.Authorization{Publish: b.Authorization.Publish, Subscribe: b.Authorization.Subscribe},
 		Logger:        &log,
 	})
