@@ -121,7 +121,7 @@ func TestConnect_UnreachableServer_FailsWithErrConnect(t *testing.T) {
 func TestPublisherAndSubscribe_BadOptions_FailAndChangeNothing(t *testing.T) {
 	c := connect(t)
 	for _, opt := range []tickbus.PubOption{
-		tickbus.WithPublisherID(0), tickbus.WithPublisherName(""), tickbus.WithSlotSize(100), tickbus.WithSlotSize(0),
+		tickbus.WithPublisherID(0), tickbus.WithPublisherName(""), tickbus.WithSlotSize(100), tickbus.WithSlotSize(80), tickbus.WithSlotSize(0),
 		tickbus.WithJournal(3), tickbus.WithMaxBatch(0), tickbus.WithPublishTimeout(-time.Second), tickbus.WithPublishIdle(nil), nil,
 		tickbus.WithRate(0), tickbus.WithRate(-1), tickbus.WithRate(math.NaN()), tickbus.WithRate(2e9),
 	} {
@@ -131,7 +131,7 @@ func TestPublisherAndSubscribe_BadOptions_FailAndChangeNothing(t *testing.T) {
 	}
 	h := tickbus.HandlerFuncs{}
 	for _, opt := range []tickbus.SubOption{
-		tickbus.WithSubscriberName(""), tickbus.WithRing(3, 128), tickbus.WithRing(8, 100), tickbus.WithGapTimeout(0),
+		tickbus.WithSubscriberName(""), tickbus.WithRing(3, 128), tickbus.WithRing(8, 100), tickbus.WithRing(8, 80), tickbus.WithGapTimeout(0),
 		tickbus.WithBatch(0), tickbus.WithPollIdle(nil), tickbus.WithStats(time.Millisecond, func(*tickbus.Stats) {}),
 		tickbus.WithStats(time.Second, nil), nil,
 	} {
@@ -151,6 +151,14 @@ func TestPublisherAndSubscribe_BadOptions_FailAndChangeNothing(t *testing.T) {
 	p, err := c.Publisher("t")
 	require.NoError(t, err)
 	s, err := c.Subscribe("t", h)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, p.Close())
+	// Slots are a multiple of 32: 96 bytes (a tick, or a 64-byte message) is
+	// a slot size.
+	p, err = c.Publisher("t96", tickbus.WithSlotSize(96))
+	require.NoError(t, err)
+	s, err = c.Subscribe("t96", h, tickbus.WithRing(8, 96))
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	require.NoError(t, p.Close())

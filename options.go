@@ -372,11 +372,12 @@ func WithPublisherName(name string) PubOption {
 }
 
 // WithSlotSize bounds every message of the topic (slot header included)
-// if this publisher becomes the topic's home (default 128 bytes).
+// if this publisher becomes the topic's home (default 96 bytes: a tick).
+// It must be a multiple of 32 (ring.SlotAlign).
 func WithSlotSize(bytes int) PubOption {
 	return func(o *pubOptions) error {
-		if bytes < ring.MinSlotSize || bytes > ring.MaxSlotSize || bytes%64 != 0 {
-			return optErr("WithSlotSize", bytes, fmt.Sprintf("a multiple of 64 in %d..%d", ring.MinSlotSize, ring.MaxSlotSize))
+		if bytes < ring.MinSlotSize || bytes > ring.MaxSlotSize || bytes%ring.SlotAlign != 0 {
+			return optErr("WithSlotSize", bytes, fmt.Sprintf("a multiple of 32 in %d..%d", ring.MinSlotSize, ring.MaxSlotSize))
 		}
 		o.slotSize = bytes
 		return nil
@@ -487,15 +488,15 @@ func WithSubscriberName(name string) SubOption {
 }
 
 // WithRing shapes the subscription's ring: slots (a power of two, default
-// 4096) of slotSize bytes (default 128; it must hold the topic's
+// 4096) of slotSize bytes (default 96; a multiple of 32; it must hold the topic's
 // messages).
 func WithRing(slots, slotSize int) SubOption {
 	return func(o *subOptions) error {
 		if slots <= 0 || slots > ring.MaxSlots || slots&(slots-1) != 0 {
 			return optErr("WithRing", slots, fmt.Sprintf("slots a power of two in 1..%d", ring.MaxSlots))
 		}
-		if slotSize < ring.MinSlotSize || slotSize > ring.MaxSlotSize || slotSize%64 != 0 {
-			return optErr("WithRing", slotSize, fmt.Sprintf("a slot size that is a multiple of 64 in %d..%d", ring.MinSlotSize, ring.MaxSlotSize))
+		if slotSize < ring.MinSlotSize || slotSize > ring.MaxSlotSize || slotSize%ring.SlotAlign != 0 {
+			return optErr("WithRing", slotSize, fmt.Sprintf("a slot size that is a multiple of 32 in %d..%d", ring.MinSlotSize, ring.MaxSlotSize))
 		}
 		o.slots, o.slotSize = slots, slotSize
 		return nil

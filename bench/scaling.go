@@ -173,7 +173,7 @@ func fanOutCPU(ctx context.Context, n int) (float64, error) {
 		}
 		return w, r, r.QP.Connect(cctx, w.QP.LocalEndpoint())
 	}
-	home, err := ring.NewHome(dev, ring.HomeConfig{})
+	home, err := ring.NewHome(dev, ring.HomeConfig{SlotSize: tbSlotSize(64)}) // the cross-process runs' journal slot (tickbus.go)
 	if err != nil {
 		return 0, err
 	}
@@ -196,7 +196,7 @@ func fanOutCPU(ctx context.Context, n int) (float64, error) {
 		}
 		// The ring the cross-process runs' subscribers have (WithRing in
 		// tickbus.go; the library's default too, the CLI's config has
-		// 16384): 4096 slots of 128 bytes.
+		// 16384): 4096 slots of 96 bytes (tbSlotSize(64)).
 		r, err := ring.NewRing(dev, ring.RingConfig{Slots: floorSlots, SlotSize: tbSlotSize(64), Mode: ring.Lossy, CQ: tr.CQ})
 		if err != nil {
 			return 0, err

@@ -39,7 +39,9 @@ func init() {
 func tbTopic(t int) string { return fmt.Sprintf("bench%d", t) }
 
 // tbSlotSize is the ring and journal slot for a message of size bytes.
-func tbSlotSize(size int) int { return (ring.SlotHeaderSize + size + 63) &^ 63 }
+func tbSlotSize(size int) int {
+	return (ring.SlotHeaderSize + size + ring.SlotAlign - 1) &^ (ring.SlotAlign - 1)
+}
 
 // tbMaxBatch bounds one PublishBatch (the public API's limit).
 const tbMaxBatch = 512

@@ -13,6 +13,10 @@ import (
 	"github.com/tickbus/tickbus/tick"
 )
 
+// DefaultSlotSize is the home's slot when Config.SlotSize is 0: a tick
+// (tick.Size) and the slot header, rounded up to ring.SlotAlign (96 bytes).
+const DefaultSlotSize = (ring.SlotHeaderSize + tick.Size + ring.SlotAlign - 1) &^ (ring.SlotAlign - 1)
+
 // DefaultJournalSlots is the home's journal when Config.JournalSlots is 0.
 const DefaultJournalSlots = 4096
 
@@ -34,7 +38,8 @@ type Config struct {
 	// it.
 	Provider string
 	// SlotSize bounds every message of the topic if this publisher becomes
-	// its home (default 128: a tick and room to spare); JournalSlots is the
+	// its home (default 96: a 56-byte tick and its 32-byte header, rounded up to a
+	// multiple of ring.SlotAlign); JournalSlots is the
 	// home's journal, which subscribers attach to recover losses (a power
 	// of two; default DefaultJournalSlots; -1: none).
 	SlotSize     int
@@ -66,7 +71,7 @@ func (c *Config) setDefaults() error {
 		c.Provider = rdma.ProviderShm
 	}
 	if c.SlotSize == 0 {
-		c.SlotSize = 128
+		c.SlotSize = DefaultSlotSize
 	}
 	switch c.JournalSlots {
 	case 0:

@@ -94,7 +94,8 @@ func TestPublisher_Publish_OversizeIsAClearErrorAndNothingIsPublished(t *testing
 	p, err := publisher.New(ctx, r.node, r.devs, publisher.Config{Topic: "big", Idle: rdma.Yield{}})
 	require.NoError(t, err)
 	require.NoError(t, p.WaitSubscribers(ctx, 1))
-	assert.Equal(t, 128-ring.SlotHeaderSize, p.MaxPayload())
+	assert.Equal(t, publisher.DefaultSlotSize-ring.SlotHeaderSize, p.MaxPayload())
+	assert.Equal(t, 96, publisher.DefaultSlotSize, "a 56-byte tick and its header, rounded up to 32")
 
 	_, err = p.Publish(7, make([]byte, p.MaxPayload()+1), time.Now().UnixNano())
 	assert.ErrorIs(t, err, publisher.ErrTooLarge)

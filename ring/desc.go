@@ -42,9 +42,12 @@ func ParseMode(s string) (Mode, error) {
 }
 
 // Descriptor versions and kinds. The kind byte keeps one descriptor from
-// being decoded as another.
+// being decoded as another. The version is the region layout's
+// (layoutVersion): a descriptor names memory laid out by it, so a peer of
+// another layout (version 1: slots a multiple of 64, another header check)
+// is refused with ErrUnknownVersion, not written or read wrongly.
 const (
-	DescVersion = 1
+	DescVersion = layoutVersion
 
 	kindHome   = 'H'
 	kindRing   = 'R'
@@ -60,9 +63,9 @@ const (
 // journal) needs to reach a topic's home: the sequence counter and the
 // journal. It travels between processes.
 //
-// Wire form, version 1, little endian (HomeDescSize bytes):
+// Wire form, version 2, little endian (HomeDescSize bytes):
 //
-//	u8 version (1), u8 kind 'H', u64 epoch, u64 start,
+//	u8 version (2), u8 kind 'H', u64 epoch, u64 start,
 //	u64 region addr, u32 rkey, u64 region len, u32 journal slots, u32 slot size
 type HomeDesc struct {
 	Epoch        uint64            // random per home incarnation
@@ -80,7 +83,7 @@ func (d HomeDesc) MaxPayload() int { return int(d.SlotSize) - SlotHeaderSize }
 
 func (d HomeDesc) validate() error {
 	if !checkGeometry(uint64(d.JournalSlots), uint64(d.SlotSize), true) {
-		return fmt.Errorf("%w: home journal of %d slots of %d bytes, want a power of two up to %d slots of a multiple of 64 in %d..%d bytes",
+		return fmt.Errorf("%w: home journal of %d slots of %d bytes, want a power of two up to %d slots of a multiple of 32 in %d..%d bytes",
 			ErrMalformed, d.JournalSlots, d.SlotSize, MaxSlots, MinSlotSize, MaxSlotSize)
 	}
 	return checkRegion(d.Region, uint64(homeSize(int(d.JournalSlots), int(d.SlotSize))))
@@ -139,9 +142,9 @@ func (d HomeDesc) WithRKey(rkey uint32) HomeDesc {
 
 // RingDesc is what a publisher needs to write into a subscriber's ring.
 //
-// Wire form, version 1, little endian (RingDescSize bytes):
+// Wire form, version 2, little endian (RingDescSize bytes):
 //
-//	u8 version (1), u8 kind 'R', u8 mode, u64 epoch, u64 start,
+//	u8 version (2), u8 kind 'R', u8 mode, u64 epoch, u64 start,
 //	u64 region addr, u32 rkey, u64 region len, u32 slots, u32 slot size
 type RingDesc struct {
 	Mode     Mode
@@ -160,7 +163,7 @@ func (d RingDesc) validate() error {
 		return fmt.Errorf("%w: ring mode %d, want %d (lossy) or %d (reliable)", ErrMalformed, d.Mode, Lossy, Reliable)
 	}
 	if !checkGeometry(uint64(d.Slots), uint64(d.SlotSize), false) {
-		return fmt.Errorf("%w: ring of %d slots of %d bytes, want a power of two up to %d slots of a multiple of 64 in %d..%d bytes",
+		return fmt.Errorf("%w: ring of %d slots of %d bytes, want a power of two up to %d slots of a multiple of 32 in %d..%d bytes",
 			ErrMalformed, d.Slots, d.SlotSize, MaxSlots, MinSlotSize, MaxSlotSize)
 	}
 	if d.Start == 0 || d.Start == StampBusy {
@@ -242,9 +245,9 @@ func WithRKey(desc []byte, rkey uint32) ([]byte, error) {
 // it to the subscriber, and the subscriber's Reader.AddCredit writes its
 // consumed position there.
 //
-// Wire form, version 1, little endian (CreditDescSize bytes):
+// Wire form, version 2, little endian (CreditDescSize bytes):
 //
-//	u8 version (1), u8 kind 'C', u32 publisher id, u64 writer epoch,
+//	u8 version (2), u8 kind 'C', u32 publisher id, u64 writer epoch,
 //	u64 cell addr, u32 rkey, u64 cell len (8..128)
 type CreditDesc struct {
 	PublisherID uint32
@@ -334,7 +337,7 @@ func (r *descReader) head(kind byte, what string) {
 		return
 	}
 	if v[0] != DescVersion {
-		r.err = fmt.Errorf("%w: %s descriptor version %d, want %d", ErrUnknownVersion, what, v[0], DescVersion)
+		r.err = fmt.Errorf("%w: %s descriptor version %d, want %d (the ring layout of this build: a peer of another tickbus release?)", ErrUnknownVersion, what, v[0], DescVersion)
 		return
 	}
 	if v[1] != kind {

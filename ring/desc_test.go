@@ -65,11 +65,14 @@ func TestDescs_Unmarshal_RejectBadInputAndLeaveValue(t *testing.T) {
 		"empty":        {nil, ErrMalformed},
 		"truncated":    {good[:len(good)-1], ErrMalformed},
 		"trailing":     {append(append([]byte{}, good...), 0), ErrMalformed},
-		"version 2":    {mut(func(b []byte) { b[0] = 2 }), ErrUnknownVersion},
+		"version 1":    {mut(func(b []byte) { b[0] = 1 }), ErrUnknownVersion},
+		"version 3":    {mut(func(b []byte) { b[0] = 3 }), ErrUnknownVersion},
 		"home kind":    {mut(func(b []byte) { b[1] = kindHome }), ErrMalformed},
 		"mode 7":       {mut(func(b []byte) { b[2] = 7 }), ErrMalformed},
 		"slots 3":      {mut(func(b []byte) { b[len(b)-8] = 3 }), ErrMalformed},
 		"slot size 65": {mut(func(b []byte) { b[len(b)-4] = 65; b[len(b)-3] = 0 }), ErrMalformed},
+		"slot size 80": {mut(func(b []byte) { b[len(b)-4] = 80; b[len(b)-3] = 0 }), ErrMalformed},
+		"slot size 32": {mut(func(b []byte) { b[len(b)-4] = 32; b[len(b)-3] = 0 }), ErrMalformed},
 		"short region": {mut(func(b []byte) { b[len(b)-9] ^= 1 }), ErrMalformed},
 		"misaligned":   {mut(func(b []byte) { b[19] |= 1 }), ErrMalformed},
 	}
@@ -215,3 +218,47 @@ func TestDescs_SameRegionAndWithRKey_OnlyTheRKeyDiffers(t *testing.T) {
 }
 
 type encodingDesc interface{ MarshalBinary() ([]byte, error) }
+
+// A peer of the version-1 layout (slots a multiple of 64, the old header
+// check) is refused by name, every descriptor kind, and a 96-byte slot
+// (a multiple of 32, not of 64) is this layout's own.
+func TestDescs_Unmarshal_RefusesAPeerOfTheOldLayout(t *testing.T) {
+	require.Equal(t, 2, DescVersion)
+	hb, err := sampleHome().MarshalBinary()
+	require.NoError(t, err)
+	rb, err := sampleRing().MarshalBinary()
+	require.NoError(t, err)
+	cb, err := sampleCredit().MarshalBinary()
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		b   []byte
+		dec func([]byte) error
+	}{
+		"home":   {hb, func(b []byte) error { var d HomeDesc; return d.UnmarshalBinary(b) }},
+		"ring":   {rb, func(b []byte) error { var d RingDesc; return d.UnmarshalBinary(b) }},
+		"credit": {cb, func(b []byte) error { var d CreditDesc; return d.UnmarshalBinary(b) }},
+	} {
+		old := append([]byte{}, c.b...)
+		old[0] = 1
+		err := c.dec(old)
+		require.ErrorIs(t, err, ErrUnknownVersion, name)
+		assert.Contains(t, err.Error(), name+" descriptor version 1, want 2", name)
+	}
+
+	r := sampleRing()
+	r.SlotSize = 96
+	r.Region.Len = uint64(regionSize(int(r.Slots), 96))
+	b, err := r.MarshalBinary()
+	require.NoError(t, err)
+	var back RingDesc
+	require.NoError(t, back.UnmarshalBinary(b))
+	assert.Equal(t, r, back)
+	h := sampleHome()
+	h.SlotSize = 96
+	h.Region.Len = uint64(homeSize(int(h.JournalSlots), 96))
+	b, err = h.MarshalBinary()
+	require.NoError(t, err)
+	var hback HomeDesc
+	require.NoError(t, hback.UnmarshalBinary(b))
+	assert.Equal(t, h, hback)
+}

@@ -325,22 +325,32 @@ func putSlot(t *target, seq uint64, body *slotBody, payload []byte) {
 		stampStore(&h.Stamp, StampBusy)
 	}
 	b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (layout.go)
-	// The lines after the stamp's first, then the stamp's line whole:
-	// its stores (header, payload head, stamp) leave the store buffer
-	// back to back, so a reader polling the stamp cannot take the line
-	// between the header and the stamp while a later line is fetched.
+	// The payload first, then the header and the stamp: the stamp's
+	// line's stores leave the store buffer back to back, so a reader
+	// polling the stamp cannot take the line between the header and the
+	// stamp while a later line is fetched (slotOrder).
 	putTail(s, payload)
-	b[0], b[1], b[2] = body.ns, body.lenTypFl, body.pubCheck
 	putHead(s, payload)
+	b[0], b[1], b[2] = body.ns, body.lenTypFl, body.pubCheck
 	stampStore(&h.Stamp, seq)
 }
 
-// slotLine0 is how much payload shares a slot's first cache line with the
-// stamp and header.
+// slotOrder: a direct write stores a slot's payload (putTail, then
+// putHead), then its header's three words, then the stamp. A slot is a
+// multiple of 32 bytes, so it starts on a cache line or half way into
+// one. On a line: the header and the payload's first 32 bytes share the
+// stamp's line, stored back to back last; the rest goes first. Half way
+// (a 96-byte slot at an odd index): the header alone is the second half of
+// a line whose first half is the previous slot's tail, and the payload
+// starts on the next line, all of it stored before the header. Either way
+// the stamp's line is the last one touched, and touched once.
+
+// slotLine0 is how much payload shares a slot's first 64 bytes with the
+// stamp and header (the stamp's cache line, for a slot that starts on a
+// line; slotOrder).
 const slotLine0 = 64 - SlotHeaderSize
 
-// putHead copies the part of p that shares the stamp's line into slot s
-// (after the header). A payload that fills it (every tick of 32 bytes or
+// putHead copies p's first slotLine0 bytes into slot s (after the header). A payload that fills it (every tick of 32 bytes or
 // more) is four word loads and stores, inlined, not a second
 // runtime.memmove call beside the later lines' (a call per ring per tick
 // is what each extra subscriber costs; a fixed-size array copy is a
@@ -361,8 +371,8 @@ func putHead(s, p []byte) {
 	d[0], d[1], d[2], d[3] = le.Uint64(p), le.Uint64(p[8:]), le.Uint64(p[16:]), le.Uint64(p[24:]) // little endian: the bytes as they are
 }
 
-// putTail copies the part of p after the stamp's line into slot s (the
-// slot's later lines; s holds SlotHeaderSize+len(p) bytes). A tail of 24
+// putTail copies the part of p after its first slotLine0 bytes into slot
+// s (from the slot's byte 64 on; s holds SlotHeaderSize+len(p) bytes). A tail of 24
 // or 32 bytes (a tick of 56 bytes has 24, the bench's 64-byte message 32)
 // is 16- and 8-byte moves (MOVUPS, MOVQ), inlined, instead of a
 // runtime.memmove call that spilled the caller's registers around it once
@@ -416,9 +426,9 @@ func putRun(t *target, first uint64, bodies []slotBody, ticks []Tick) {
 		}
 		b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (slotBody)
 		p := ticks[i].Payload
-		putTail(s, p) // later lines first, as putSlot
-		b[0], b[1], b[2] = bodies[i].ns, bodies[i].lenTypFl, bodies[i].pubCheck
+		putTail(s, p) // the payload first, as putSlot (slotOrder)
 		putHead(s, p)
+		b[0], b[1], b[2] = bodies[i].ns, bodies[i].lenTypFl, bodies[i].pubCheck
 		stampStore(&h.Stamp, seq) // release; pairs with the reader's load of the stamp
 	}
 }

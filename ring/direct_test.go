@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,13 +59,21 @@ func TestDirect_UsedOnShm_GenericOnRequest_SameTicks(t *testing.T) {
 	}
 }
 
-// A slot's payload is written in two parts on the direct paths (the lines
-// after the stamp's first, then the part beside the header: putHead);
-// every length a 128-byte slot takes arrives whole, single and batched,
-// in the ring and in the journal, on the direct and the lean (solo) path.
+// A slot's payload is written in two parts on the direct paths (from the
+// slot's byte 64 on: putTail; then the part beside the header: putHead);
+// every length a slot takes arrives whole, single and batched, in the ring
+// and in the journal, on the direct and the lean (solo) path and on the
+// generic one (work requests through the QPs, a batch's run of slots in
+// one WRITE), for slots of 96 bytes (every other one starting half way
+// into a cache line), 128 and 160.
 func TestDirect_EveryPayloadLength_ArrivesWhole(t *testing.T) {
 	skipIfForcedGeneric(t)
-	const slotSize = 128
+	for _, slotSize := range []int{96, 128, 160} {
+		t.Run(strconv.Itoa(slotSize), func(t *testing.T) { testEveryPayloadLength(t, slotSize) })
+	}
+}
+
+func testEveryPayloadLength(t *testing.T, slotSize int) {
 	maxLen := slotSize - SlotHeaderSize
 	fill := func(seq uint64, n int) []byte {
 		b := make([]byte, n)
@@ -76,7 +85,7 @@ func TestDirect_EveryPayloadLength_ArrivesWhole(t *testing.T) {
 	for _, p := range []struct {
 		name string
 		wc   WriterConfig
-	}{{"direct", WriterConfig{}}, {"solo", WriterConfig{SoloHome: soloHere}}} {
+	}{{"direct", WriterConfig{}}, {"solo", WriterConfig{SoloHome: soloHere}}, {"generic", WriterConfig{Generic: true}}} {
 		for _, mode := range []Mode{Lossy, Reliable} {
 			t.Run(p.name+"/"+mode.String(), func(t *testing.T) {
 				tp := newTopo(t, HomeConfig{JournalSlots: 512, SlotSize: slotSize}, p.wc)

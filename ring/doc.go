@@ -28,7 +28,7 @@
 //	      | journal slot[0 .. J-1]         |
 //	      +--------------------------------+
 //
-//	slot (slot size bytes, a multiple of 64)     credit region (a writer's), one cell per
+//	slot (slot size bytes, a multiple of 32)     credit region (a writer's), one cell per
 //	+0   stamp      u64  == seq, written LAST     reliable target, CreditCellSize each,
 //	+8   publish ns i64                           creditStride (a page) apart:
 //	+16  len        u32  payload bytes           +0   next u64: the subscriber delivered
@@ -40,6 +40,19 @@
 //
 // layout.go holds the structs behind these drawings, with compile-time size
 // checks both ways round.
+//
+// A slot size is a multiple of 32 (SlotAlign, Aeron's frame alignment),
+// so a 64-byte message takes 96 bytes, one and a half cache lines, and
+// a slot starts either on a line or half way into one:
+//
+//	96-byte slots (k even; the slots start on a line):
+//	|<---------- line m ------------>|<--------- line m+1 ----------->|<---- line m+2 ---->|
+//	| k: header 32   | k: payload    | k: payload     | k+1: header 32 | k+1: payload 0..63 |
+//	| (stamp first)  | 0..31         | 32..63         | (stamp first)  |                    |
+//
+// The 8-byte stamp, the seqlock word, is always 8-aligned (32-aligned).
+// Layout version 2 (layoutVersion, DescVersion): version 1 had slots a
+// multiple of 64 and another header check; its descriptors are refused.
 //
 // # Publishing
 //
@@ -88,9 +101,11 @@
 // PublishBatch take the lean path (writer_lean.go: Aeron's tryClaim on an
 // exclusive publication) while every ring is mapped: the claim's plain
 // stores, the lease (a TSC read per 16 ticks) and limit checks, then per
-// ring (the journal first) a liveness check, the slot's later lines, the
-// stamp's line (header: three word stores, built once; the payload's
-// head), all copied straight from the caller's bytes, and the stamp.
+// ring (the journal first) a liveness check, the payload (from its byte
+// 32 on, then its first 32 bytes), the header (three word stores, built
+// once) and the stamp, all copied straight from the caller's bytes: the
+// stamp's line is the last one touched, whether the slot starts on a line
+// or half way into one (direct.go, slotOrder).
 //
 // PublishAt(seq) is A/B line arbitration: a CAS seq→seq+1 that only the
 // first line wins; the other gets ErrLost and writes nothing.

@@ -19,7 +19,7 @@ type HomeConfig struct {
 	// Default 0.
 	JournalSlots int
 	// SlotSize is the byte size of a journal slot, header included (a
-	// multiple of 64 in MinSlotSize..MaxSlotSize). It bounds the payload of
+	// multiple of 32 in MinSlotSize..MaxSlotSize). It bounds the payload of
 	// every writer of the topic. Default 128.
 	SlotSize int
 	// Start is the topic's first sequence. Default 1. Sequence 0 is never
@@ -70,7 +70,7 @@ func NewHome(dev rdma.Device, cfg HomeConfig) (*Home, error) {
 		return nil, err
 	}
 	if cfg.JournalSlots < 0 || !checkGeometry(uint64(cfg.JournalSlots), uint64(cfg.SlotSize), true) {
-		return nil, fmt.Errorf("%w: JournalSlots %d / SlotSize %d, want a power of two up to %d (or 0) / a multiple of 64 in %d..%d",
+		return nil, fmt.Errorf("%w: JournalSlots %d / SlotSize %d, want a power of two up to %d (or 0) / a multiple of 32 in %d..%d",
 			ErrInvalidConfig, cfg.JournalSlots, cfg.SlotSize, MaxSlots, MinSlotSize, MaxSlotSize)
 	}
 	size := homeSize(cfg.JournalSlots, cfg.SlotSize)

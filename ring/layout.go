@@ -26,8 +26,15 @@ const (
 	// SlotHeaderSize is the header in front of every slot's payload.
 	SlotHeaderSize = 32
 
-	// MinSlotSize and MaxSlotSize bound a slot (header included). A slot size
-	// is a multiple of 64 so every slot starts on its own cache line.
+	// SlotAlign is what a slot size is a multiple of: 32 bytes, Aeron's
+	// frame alignment, so a 64-byte message with its header takes 96 bytes
+	// (one and a half cache lines per tick, not two). Every slot (and so
+	// its 8-byte stamp, the seqlock word) starts 32-byte aligned; a slot
+	// starts either on a cache line or half way into one.
+	SlotAlign = 32
+
+	// MinSlotSize and MaxSlotSize bound a slot (header included; a multiple
+	// of SlotAlign).
 	MinSlotSize = 64
 	MaxSlotSize = 1 << 20
 	// MaxSlots bounds a ring or a journal (a power of two).
@@ -55,7 +62,10 @@ const (
 
 	regionMagicHome = 0x4d484254 // "TBHM"
 	regionMagicRing = 0x47524254 // "TBRG"
-	layoutVersion   = 1
+	// layoutVersion 2: slot sizes a multiple of SlotAlign (32), not of 64,
+	// and headerCheck's two-lane mix (slot.go). Descriptors carry it
+	// (DescVersion): a peer of another layout is refused, never misread.
+	layoutVersion = 2
 )
 
 // regionHeader is line 0 of a home or ring region. Written once by the owner
@@ -163,7 +173,7 @@ func isPow2(n uint64) bool { return n != 0 && n&(n-1) == 0 }
 // checkGeometry validates a slot count and size; slots may be 0 only when
 // allowZero (a home without a journal).
 func checkGeometry(slots, slotSize uint64, allowZero bool) bool {
-	if slotSize < MinSlotSize || slotSize > MaxSlotSize || slotSize%64 != 0 {
+	if slotSize < MinSlotSize || slotSize > MaxSlotSize || slotSize%SlotAlign != 0 {
 		return false
 	}
 	if slots == 0 {

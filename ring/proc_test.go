@@ -177,6 +177,7 @@ func subMain(args []string) int {
 	fs := flag.NewFlagSet("ring-sub", flag.ContinueOnError)
 	mode := fs.String("mode", "reliable", "lossy or reliable")
 	slots := fs.Int("slots", 16384, "ring slots")
+	slotSize := fs.Int("slot-size", 128, "ring slot bytes")
 	npub := fs.Int("pubs", 1, "publishers")
 	end := fs.Uint64("end", 0, "last sequence to account for")
 	gap := fs.Duration("gap", 200*time.Millisecond, "gap timeout")
@@ -208,7 +209,7 @@ func subMain(args []string) int {
 	if err != nil {
 		return die("cq: %v", err)
 	}
-	r, err := NewRing(dev, RingConfig{Slots: *slots, SlotSize: 128, Mode: m, GapTimeout: *gap, CQ: cq})
+	r, err := NewRing(dev, RingConfig{Slots: *slots, SlotSize: *slotSize, Mode: m, GapTimeout: *gap, CQ: cq})
 	if err != nil {
 		return die("ring: %v", err)
 	}
@@ -335,7 +336,8 @@ func pubMain(args []string) int {
 		return die("connect home: %v", err)
 	}
 	w, err := NewWriter(WriterConfig{Device: dev, CQ: cq, HomeQP: homeQP, Home: home, PublisherID: uint32(*id),
-		Claim: cm, Timeout: *timeout, Idle: rdma.NewBackoff(), MaxBatch: 32, Generic: forceGeneric})
+		Claim: cm, Timeout: *timeout, Idle: rdma.NewBackoff(), MaxBatch: 32, Generic: forceGeneric,
+		MaxPayload: *size}) // so a subscriber's ring of 96-byte slots (-slot-size) holds it
 	if err != nil {
 		return die("writer: %v", err)
 	}

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -12,37 +13,41 @@ import (
 // bench's WithBatch). ns and cpu-ns are per tick.
 func BenchmarkPoll_Batch(b *testing.B) {
 	for _, mode := range []Mode{Lossy, Reliable} {
-		b.Run(mode.String(), func(b *testing.B) {
-			tp := newTopo(b, HomeConfig{}, WriterConfig{})
-			r := tp.addRing(RingConfig{Slots: 1 << 13, Mode: mode, MaxBatch: 256})
-			rd := r.Reader()
-			payload := make([]byte, 64)
-			h := &nopHandler{}
-			b.ReportAllocs()
-			b.ResetTimer()
-			var cpu time.Duration
-			for done := 0; done < b.N; {
-				b.StopTimer()
-				k := min(4096, b.N-done)
-				for range k {
-					if _, err := tp.w.Publish(1, payload, 0); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StartTimer()
-				c0 := cpuNow()
-				for got := 0; got < k; {
-					got += rd.Poll(h)
-				}
-				cpu += cpuNow() - c0
-				done += k
+		for _, ss := range benchSlotSizes {
+			b.Run(fmt.Sprintf("%s/slot=%d", mode, ss), func(b *testing.B) { benchPollBatch(b, mode, ss) })
+		}
+	}
+}
+
+func benchPollBatch(b *testing.B, mode Mode, slotSize int) {
+	tp := newTopo(b, HomeConfig{SlotSize: slotSize}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 1 << 13, SlotSize: slotSize, Mode: mode, MaxBatch: 256})
+	rd := r.Reader()
+	payload := make([]byte, 64)
+	h := &nopHandler{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var cpu time.Duration
+	for done := 0; done < b.N; {
+		b.StopTimer()
+		k := min(4096, b.N-done)
+		for range k {
+			if _, err := tp.w.Publish(1, payload, 0); err != nil {
+				b.Fatal(err)
 			}
-			b.StopTimer()
-			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
-			if h.events != 0 || h.ticks != b.N {
-				b.Fatalf("%d events, %d of %d ticks", h.events, h.ticks, b.N)
-			}
-		})
+		}
+		b.StartTimer()
+		c0 := cpuNow()
+		for got := 0; got < k; {
+			got += rd.Poll(h)
+		}
+		cpu += cpuNow() - c0
+		done += k
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+	if h.events != 0 || h.ticks != b.N {
+		b.Fatalf("%d events, %d of %d ticks", h.events, h.ticks, b.N)
 	}
 }
 
@@ -52,10 +57,12 @@ func BenchmarkPoll_Batch(b *testing.B) {
 // (BenchmarkPubSub's handler only counts).
 func BenchmarkPubSub_ReadPayload(b *testing.B) {
 	for _, batch := range []int{1, 32} {
-		b.Run(map[int]string{1: "single", 32: "batch32"}[batch], func(b *testing.B) {
-			tp, r := benchTopo(b, 0, Reliable, 1<<12, WriterConfig{Timeout: 10 * time.Second})
-			benchPubSub(b, tp.w, r.Reader(), batch, &payloadHandler{})
-		})
+		for _, ss := range benchSlotSizes {
+			b.Run(fmt.Sprintf("%s/slot=%d", map[int]string{1: "single", 32: "batch32"}[batch], ss), func(b *testing.B) {
+				tp, r := benchTopoSlot(b, 0, Reliable, 1<<12, ss, WriterConfig{Timeout: 10 * time.Second})
+				benchPubSub(b, tp.w, r.Reader(), batch, &payloadHandler{})
+			})
+		}
 	}
 }
 

@@ -16,7 +16,7 @@ type RingConfig struct {
 	// Slots is the ring's capacity in ticks (a power of two up to MaxSlots).
 	// Default 4096.
 	Slots int
-	// SlotSize is the byte size of a slot, header included (a multiple of 64
+	// SlotSize is the byte size of a slot, header included (a multiple of 32
 	// in MinSlotSize..MaxSlotSize). Writers refuse a ring whose slots are
 	// smaller than their largest payload. Default 128.
 	SlotSize int
@@ -64,7 +64,7 @@ func (c *RingConfig) setDefaults() error {
 	}
 	switch {
 	case c.Slots < 0 || !checkGeometry(uint64(c.Slots), uint64(c.SlotSize), false):
-		return fmt.Errorf("%w: Slots %d / SlotSize %d, want a power of two in 1..%d / a multiple of 64 in %d..%d",
+		return fmt.Errorf("%w: Slots %d / SlotSize %d, want a power of two in 1..%d / a multiple of 32 in %d..%d",
 			ErrInvalidConfig, c.Slots, c.SlotSize, MaxSlots, MinSlotSize, MaxSlotSize)
 	case checkRegionBytes("Slots", c.Slots, c.SlotSize) != nil:
 		return checkRegionBytes("Slots", c.Slots, c.SlotSize)

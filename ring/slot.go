@@ -1,19 +1,36 @@
 package ring
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // headerCheck binds a slot header's fields to its sequence, so a reader can
 // tell a header that a correct writer finished for seq from garbage, from a
-// header of another lap, or from a torn one. It is a 64-bit multiply-xor mix,
-// not a cryptographic MAC: it guards against accidents, not against a peer
-// that means harm (such a peer could write anything anyway).
+// header of another lap, or from a torn one. It is a multiply-xor mix in
+// two independent lanes, each one full 64x64->128-bit multiply folded
+// (high xor low word, so every input bit reaches both halves): (seq, ns)
+// and (len|type|flags, publisher), each operand xored with its own odd
+// constant first. The two multiplies do not wait for each other, so the
+// check costs about one multiply's latency, not a chain of four (it is
+// paid per tick by every writer and every reader). A lane ignores its
+// other operand only if one operand equals its constant: seq or ns equal
+// to lane 0's (one value in 2^64 each), or a len field of 0x9f1c45a3,
+// which is never a valid length, so such a slot is corrupt anyway; lane 1's
+// publisher operand cannot be zero (its constant has bits above 32). It is
+// not a cryptographic MAC: it guards against accidents, not against a
+// peer that means harm (such a peer could write anything anyway).
 func headerCheck(seq uint64, ns int64, n uint32, typ, flags uint16, pub uint32) uint32 {
-	h := seq*0x9e3779b97f4a7c15 ^ uint64(ns)
-	h = (h ^ h>>29) * 0xbf58476d1ce4e5b9
-	h ^= uint64(n)<<32 | uint64(typ)<<16 | uint64(flags)
-	h = (h ^ h>>31) * 0x94d049bb133111eb
-	h ^= uint64(pub)
-	h = (h ^ h>>32) * 0xff51afd7ed558ccd
+	return checkWords(seq, uint64(ns), uint64(n)|uint64(typ)<<32|uint64(flags)<<48, pub)
+}
+
+// checkWords is headerCheck of the header's words as a slot holds them:
+// ns at +8, len|type<<32|flags<<48 at +16, and the publisher (the low half
+// of the word at +24).
+func checkWords(seq, ns, ltf uint64, pub uint32) uint32 {
+	h0, l0 := bits.Mul64(seq^0xa0761d6478bd642f, ns^0xe7037ed1a0b428db)
+	h1, l1 := bits.Mul64(ltf^0x8ebc6af09f1c45a3, uint64(pub)^0x589965cc75374cc3)
+	h := h0 ^ l0 ^ h1 ^ l1
 	return uint32(h>>32) ^ uint32(h)
 }
 
@@ -45,21 +62,22 @@ func decodeSlot(slot []byte, seq uint64, t *Tick) slotStatus {
 	if len(slot) < SlotHeaderSize {
 		return slotCorrupt
 	}
-	ns := int64(binary.LittleEndian.Uint64(slot[8:]))
-	n := binary.LittleEndian.Uint32(slot[16:])
-	typ := binary.LittleEndian.Uint16(slot[20:])
-	flags := binary.LittleEndian.Uint16(slot[22:])
-	pub := binary.LittleEndian.Uint32(slot[24:])
-	check := binary.LittleEndian.Uint32(slot[28:])
-	if uint64(n) > uint64(len(slot)-SlotHeaderSize) || check != headerCheck(seq, ns, n, typ, flags, pub) {
+	// The header as the three words after the stamp (slotBody's), one
+	// bounds check for all three.
+	w := (*[hdrLen]byte)(slot[offBody:SlotHeaderSize])
+	le := binary.LittleEndian
+	ns, ltf, pc := le.Uint64(w[0:]), le.Uint64(w[8:]), le.Uint64(w[16:])
+	n, pub := uint32(ltf), uint32(pc)
+	flags := uint16(ltf >> 48)
+	if uint64(n) > uint64(len(slot)-SlotHeaderSize) || uint32(pc>>32) != checkWords(seq, ns, ltf, pub) {
 		return slotCorrupt
 	}
 	if flags&FlagSkip != 0 && n != 8 {
 		return slotCorrupt
 	}
 	t.Seq = seq
-	t.PublishNs = ns
-	t.Type = typ
+	t.PublishNs = int64(ns)
+	t.Type = uint16(ltf >> 32)
 	t.Flags = flags
 	t.Publisher = pub
 	t.Payload = slot[SlotHeaderSize : SlotHeaderSize+int(n) : SlotHeaderSize+int(n)]

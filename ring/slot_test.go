@@ -1,7 +1,9 @@
 package ring
 
 import (
+	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -76,6 +78,11 @@ type fuzzHandler struct {
 	t      *testing.T
 	expect uint64
 	max    int
+	// slots, if set, is the ring's slots of slotSize bytes (8 of them): each
+	// tick handed out must be what decodeSlot reads from its slot (poll
+	// writes decodeSlot out; the two must agree).
+	slots    []byte
+	slotSize int
 }
 
 func (h *fuzzHandler) OnTicks(ts []Tick) {
@@ -89,6 +96,17 @@ func (h *fuzzHandler) OnTicks(ts []Tick) {
 		if len(tk.Payload) > h.max {
 			h.t.Fatalf("payload of %d bytes from a slot holding %d", len(tk.Payload), h.max)
 		}
+		if h.slots != nil {
+			off := int(tk.Seq&7) * h.slotSize
+			var want Tick
+			if decodeSlot(h.slots[off:off+h.slotSize], tk.Seq, &want) != slotOK {
+				h.t.Fatalf("tick %d delivered from a slot decodeSlot calls corrupt", tk.Seq)
+			}
+			if want.Seq != tk.Seq || want.PublishNs != tk.PublishNs || want.Type != tk.Type || want.Flags != tk.Flags ||
+				want.Publisher != tk.Publisher || !bytes.Equal(want.Payload, tk.Payload) || cap(tk.Payload) != len(tk.Payload) {
+				h.t.Fatalf("tick %+v delivered, decodeSlot reads %+v", tk, want)
+			}
+		}
 		h.expect++
 	}
 }
@@ -101,29 +119,46 @@ func (h *fuzzHandler) OnEvent(ev Event) {
 }
 
 // FuzzReader_Poll: a ring region filled with anything (a buggy or hostile
-// writer) never makes the reader panic, hand out bytes past a slot, or
-// skip a sequence without an event; the stats add up.
+// writer) never makes the reader panic, hand out bytes past a slot, hand
+// out anything but what decodeSlot reads, or skip a sequence without an
+// event; the stats add up. Slots of 64 bytes, or of 96 (wide: a lossy
+// reader's inlined payload copy, and slots half way into a cache line).
 func FuzzReader_Poll(f *testing.F) {
-	good := make([]byte, 8*64)
-	for s := uint64(1); s <= 8; s++ {
-		copy(good[(s&7)*64:], encodeSlot(64, s, 1, 0, []byte("abc")))
+	seed := func(size int) []byte {
+		good := make([]byte, 8*size)
+		for s := uint64(1); s <= 8; s++ {
+			copy(good[int(s&7)*size:], encodeSlot(size, s, 1, 0, []byte("abc")))
+		}
+		return good
 	}
-	f.Add(good, uint64(1), true)
-	f.Add(good, uint64(1), false)
+	good := seed(64)
+	f.Add(good, uint64(1), true, false)
+	f.Add(good, uint64(1), false, false)
 	lapped := append([]byte{}, good...)
 	binary.LittleEndian.PutUint64(lapped[64:], 9+8) // slot 1 holds seq 17
-	f.Add(lapped, uint64(1), true)
-	f.Fuzz(func(t *testing.T, data []byte, start uint64, lossy bool) {
-		mem := make([]byte, regionSize(8, 64))
+	f.Add(lapped, uint64(1), true, false)
+	wide := seed(96)
+	f.Add(wide, uint64(1), true, true)
+	f.Add(wide, uint64(1), false, true)
+	wide = append([]byte{}, wide...)
+	copy(wide[3*96:], encodeSlot(96, 3, 1, 0, make([]byte, 64)))
+	copy(wide[4*96:], encodeSlot(96, 4, 1, FlagSkip, binary.LittleEndian.AppendUint64(nil, 6)))
+	f.Add(wide, uint64(1), true, true)
+	f.Fuzz(func(t *testing.T, data []byte, start uint64, lossy, wide bool) {
+		size := 64
+		if wide {
+			size = 96
+		}
+		mem := make([]byte, regionSize(8, size))
 		copy(mem[offSlots:], data)
 		mode := Reliable
 		if lossy {
 			mode = Lossy
 		}
 		start = start%1000 + 1
-		cfg := RingConfig{Slots: 8, SlotSize: 64, Mode: mode, Start: start, GapTimeout: -1, MaxBatch: 4}
+		cfg := RingConfig{Slots: 8, SlotSize: size, Mode: mode, Start: start, GapTimeout: -1, MaxBatch: 4}
 		r := newReader(mem, &cfg)
-		h := &fuzzHandler{t: t, expect: start, max: 64 - SlotHeaderSize}
+		h := &fuzzHandler{t: t, expect: start, max: size - SlotHeaderSize, slots: mem[offSlots:], slotSize: size}
 		for i := 0; i < 32; i++ {
 			r.Poll(h)
 		}
@@ -154,4 +189,110 @@ func TestReader_Poll_CoalescesRepeatedOverruns(t *testing.T) {
 	require.Len(t, c.ticks, 8)
 	assert.Equal(t, uint64(17), c.ticks[0].Seq)
 	assert.Equal(t, uint64(25), r.Next())
+}
+
+// headerCheck's properties the reader relies on, over many random headers
+// (a fixed seed, so the test is the same every run): a header of another
+// lap (seq ± k·slots, every ring size), any single bit flipped in any
+// field, and a torn header (words of two ticks mixed) all fail the check.
+func TestHeaderCheck_CatchesOtherLapsFlippedBitsAndTornHeaders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	type hdr struct {
+		seq, ns    uint64
+		n          uint32
+		typ, flags uint16
+		pub        uint32
+	}
+	check := func(h hdr) uint32 { return headerCheck(h.seq, int64(h.ns), h.n, h.typ, h.flags, h.pub) }
+	random := func() hdr {
+		return hdr{seq: rng.Uint64N(1 << 40), ns: rng.Uint64(), n: rng.Uint32N(MaxSlotSize), typ: uint16(rng.Uint32()),
+			flags: uint16(rng.Uint32()), pub: rng.Uint32()}
+	}
+	misses := 0
+	for i := 0; i < 2000; i++ {
+		h := random()
+		if i%4 == 0 { // small, typical values too: the first sequences, a tick's length, publisher 1
+			h.seq, h.n, h.typ, h.flags, h.pub = uint64(i/4+1), 56, 1, 0, 1
+		}
+		c := check(h)
+		for sh := 0; sh <= 24; sh++ { // other laps: rings of 1 .. MaxSlots slots
+			for k := uint64(1); k <= 3; k++ {
+				o := h
+				o.seq += k << sh
+				if check(o) == c {
+					misses++
+					t.Errorf("seq %d and %d (lap %d of %d slots) share check %#x", h.seq, o.seq, k, 1<<sh, c)
+				}
+			}
+		}
+		for b := 0; b < 64; b++ {
+			for _, o := range []hdr{
+				{h.seq ^ 1<<b, h.ns, h.n, h.typ, h.flags, h.pub},
+				{h.seq, h.ns ^ 1<<b, h.n, h.typ, h.flags, h.pub},
+				{h.seq, h.ns, h.n ^ uint32(1)<<(b%32), h.typ, h.flags, h.pub},
+				{h.seq, h.ns, h.n, h.typ ^ uint16(1)<<(b%16), h.flags, h.pub},
+				{h.seq, h.ns, h.n, h.typ, h.flags ^ uint16(1)<<(b%16), h.pub},
+				{h.seq, h.ns, h.n, h.typ, h.flags, h.pub ^ uint32(1)<<(b%32)},
+			} {
+				if check(o) == c {
+					misses++
+					t.Errorf("%+v and %+v (one bit apart) share check %#x", h, o, c)
+				}
+			}
+		}
+		// Torn: the writer of o (the same slot, a later lap) stored some of
+		// its header words over h's; each mix must fail both checks.
+		o := random()
+		o.seq = h.seq + 1<<rng.IntN(25)
+		for _, m := range []hdr{
+			{h.seq, o.ns, h.n, h.typ, h.flags, h.pub},
+			{h.seq, h.ns, o.n, o.typ, o.flags, h.pub},
+			{h.seq, h.ns, h.n, h.typ, h.flags, o.pub},
+			{h.seq, o.ns, o.n, o.typ, o.flags, h.pub},
+		} {
+			if check(m) == c || check(m) == check(o) {
+				misses++
+				t.Errorf("torn header %+v passes as %+v or %+v", m, h, o)
+			}
+		}
+		if misses > 10 {
+			t.FailNow()
+		}
+	}
+}
+
+// checkWords is headerCheck of the words a slot holds, as decodeSlot loads
+// them: both sides of the check compute the same thing.
+func TestCheckWords_IsHeaderCheckOfTheSlotWords(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 1000; i++ {
+		seq, ns, n, typ, flags, pub := rng.Uint64(), int64(rng.Uint64()), rng.Uint32(), uint16(rng.Uint32()), uint16(rng.Uint32()), rng.Uint32()
+		b := make([]byte, SlotHeaderSize)
+		putBody(b[offBody:], seq, ns, n, typ, flags, pub)
+		le := binary.LittleEndian
+		require.Equal(t, headerCheck(seq, ns, n, typ, flags, pub), checkWords(seq, le.Uint64(b[8:]), le.Uint64(b[16:]), uint32(le.Uint64(b[24:]))))
+		require.Equal(t, headerCheck(seq, ns, n, typ, flags, pub), le.Uint32(b[28:]))
+	}
+}
+
+// copyPayload hands out exactly the payload, capped at its length, for
+// every length a slot holds, on its inlined path (slots of 96 bytes and
+// more, payloads up to 64) and on copy's.
+func TestCopyPayload_EveryLength_ExactlyThePayload(t *testing.T) {
+	for _, size := range []int{64, 96, 128, 160} {
+		for n := 0; n <= size-SlotHeaderSize; n++ {
+			pl := make([]byte, n)
+			for i := range pl {
+				pl[i] = byte(n*7 + i + 1)
+			}
+			s := encodeSlot(size, 3, 1, 0, pl)
+			for i := SlotHeaderSize + n; i < size; i++ {
+				s[i] = 0xee // what lies past the payload is never handed out
+			}
+			dst := make([]byte, size)
+			got := copyPayload(dst, s, s[SlotHeaderSize:SlotHeaderSize+n])
+			require.Equal(t, pl, got, "slot %d, %d bytes", size, n)
+			require.Equal(t, n, cap(got), "slot %d, %d bytes", size, n)
+		}
+	}
 }

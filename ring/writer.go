@@ -318,7 +318,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	stgSlot := (SlotHeaderSize + cfg.MaxPayload + 63) &^ 63
+	stgSlot := (SlotHeaderSize + cfg.MaxPayload + SlotAlign - 1) &^ (SlotAlign - 1) // a ring slot of the same size is one run of a batch (bulk)
 	w := &Writer{
 		claimer: claimer{homeQP: cfg.HomeQP, homeQPN: cfg.HomeQP.Num(),
 			counter:  rdma.RemoteAddr{Addr: cfg.Home.CounterAddr(), RKey: cfg.Home.Region.RKey},

@@ -107,11 +107,10 @@ func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) 
 			stampStore(&h.Stamp, StampBusy)
 		}
 		b := (*[3]uint64)(unsafe.Pointer(&h.PublishNs)) // little endian: the fields' bytes (slotBody)
-		// The lines after the stamp's first, then the stamp's line whole
-		// (putSlot).
+		// The payload, then the header and the stamp (putSlot, slotOrder).
 		putTail(s, payload)
-		b[0], b[1], b[2] = uint64(ns), b1, b2
 		putHead(s, payload)
+		b[0], b[1], b[2] = uint64(ns), b1, b2
 		stampStore(&h.Stamp, c) // release; pairs with the reader's load of the stamp
 	}
 	stampStore(word(&w.stats.published), w.stats.published.Load()+1) // own word; pairs with the Load in Stats

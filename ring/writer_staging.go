@@ -10,7 +10,7 @@ type staging struct {
 	maxBatch   int
 	stg        []byte     // staging memory: result, BUSY, stamps, slot images
 	stgAddr    uint64     // stg's address on WriterConfig.Device
-	stgSlot    int        // bytes per staging slot image (a multiple of 64)
+	stgSlot    int        // bytes per staging slot image (a multiple of SlotAlign)
 	stgN       uint64     // staging slots, a power of two
 	stgIdx     uint64     // next staging slot (grows forever; index = stgIdx & (stgN-1))
 	stgImages  int        // offset of staging slot 0's image

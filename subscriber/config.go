@@ -10,7 +10,12 @@ import (
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
 	"github.com/tickbus/tickbus/stats"
+	"github.com/tickbus/tickbus/tick"
 )
+
+// DefaultSlotSize is the ring's slot when Config.SlotSize is 0: a tick
+// (tick.Size) and the slot header, rounded up to ring.SlotAlign (96 bytes).
+const DefaultSlotSize = (ring.SlotHeaderSize + tick.Size + ring.SlotAlign - 1) &^ (ring.SlotAlign - 1)
 
 // Sentinel errors. Test them with errors.Is.
 var (
@@ -31,7 +36,7 @@ type Config struct {
 	// ID names the subscriber among the topic's subscribers on its node;
 	// default the node id.
 	ID string
-	// Slots and SlotSize shape the ring (defaults 4096 and 128).
+	// Slots and SlotSize shape the ring (defaults 4096 and DefaultSlotSize).
 	Slots, SlotSize int
 	// Mode is ring.Lossy (default) or ring.Reliable.
 	Mode ring.Mode
@@ -70,7 +75,7 @@ func (c *Config) setDefaults() error {
 		c.Slots = 4096
 	}
 	if c.SlotSize == 0 {
-		c.SlotSize = 128
+		c.SlotSize = DefaultSlotSize
 	}
 	if c.Mode == 0 {
 		c.Mode = ring.Lossy

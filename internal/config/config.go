@@ -121,7 +121,7 @@ const MaxRingBytes = 4 << 30
 // Ring configures a subscriber's ring.
 type Ring struct {
 	Slots    int    `yaml:"slots"`     // a power of two
-	SlotSize int    `yaml:"slot_size"` // bytes per slot, header included; a multiple of 64
+	SlotSize int    `yaml:"slot_size"` // bytes per slot, header included; a multiple of 32
 	Mode     string `yaml:"mode"`      // lossy or reliable
 	// GapTimeout is how long a reader waits on a claimed but unwritten
 	// sequence before it reports a gap.
@@ -217,7 +217,7 @@ func Default() Config {
 		Log:   Log{Level: "info", Format: "console"},
 		Topic: "demo",
 		Idle:  "adaptive",
-		Ring:  Ring{Slots: 1 << 14, SlotSize: 128, Mode: "lossy", GapTimeout: 100 * time.Millisecond, Journal: 4096},
+		Ring:  Ring{Slots: 1 << 14, SlotSize: 96, Mode: "lossy", GapTimeout: 100 * time.Millisecond, Journal: 4096},
 		Pub: Pub{Rate: 10_000, Batch: 1, Instruments: f.Instruments, FirstInstrument: f.FirstInstrument,
 			Venue: f.Venue, StartPrice: f.StartPrice, TickSize: f.TickSize, TradeRatio: f.TradeRatio, Seed: f.Seed, WaitSubscribers: 1},
 		Feed: Feed{Kind: FeedRandom, Progress: true},
@@ -429,11 +429,11 @@ func (r *Ring) validate() error {
 	if r.Journal < 0 || r.Journal > 1<<24 || r.Journal&(r.Journal-1) != 0 {
 		return bad("ring.journal", r.Journal, "0 (no journal) or a power of two up to 16777216")
 	}
-	if r.SlotSize < 64 || r.SlotSize > 1<<20 || r.SlotSize%64 != 0 {
-		return bad("ring.slot_size", r.SlotSize, "a multiple of 64 from 64 to 1048576")
+	if r.SlotSize < 64 || r.SlotSize > 1<<20 || r.SlotSize%32 != 0 {
+		return bad("ring.slot_size", r.SlotSize, "a multiple of 32 from 64 to 1048576")
 	}
 	if r.SlotSize-32 < tick.Size {
-		return bad("ring.slot_size", r.SlotSize, fmt.Sprintf("room for a %d-byte tick after the 32-byte slot header (at least 128)", tick.Size))
+		return bad("ring.slot_size", r.SlotSize, fmt.Sprintf("room for a %d-byte tick after the 32-byte slot header (at least 96)", tick.Size))
 	}
 	if size := uint64(r.Slots) * uint64(r.SlotSize); size > MaxRingBytes {
 		return bad("ring.slots", r.Slots, fmt.Sprintf("ring.slots x ring.slot_size (%d x %d = %s) at most %s, the documented maximum",

@@ -27,7 +27,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, cmd string) {
 	fs.StringVar(&c.Idle, "idle", c.Idle, "poll loops' idle `strategy`: adaptive (spin while ticks come, park when idle), spin (a core per poller, lowest latency), yield or backoff")
 	fs.StringVar(&c.Bus.Provider, "provider", c.Bus.Provider, `data-plane `+"`provider`"+`: auto picks per peer (shm on one host, tcp across hosts), or shm, tcp, verbs for every peer`)
 	fs.IntVar(&c.Ring.Slots, "slots", c.Ring.Slots, "ring `slots` per subscriber (a power of two)")
-	fs.IntVar(&c.Ring.SlotSize, "slot-size", c.Ring.SlotSize, "`bytes` per ring slot, 32-byte header included (a multiple of 64)")
+	fs.IntVar(&c.Ring.SlotSize, "slot-size", c.Ring.SlotSize, "`bytes` per ring slot, 32-byte header included (a multiple of 32)")
 	if cmd != "demo" {
 		fs.BoolVar(&c.JSON, "json", c.JSON, "print events and the final summary as JSON lines on stdout")
 		fs.Var((*urlList)(&c.Bus.NATS), "nats", "NATS server `URLs`, comma-separated; empty runs an embedded server")
