@@ -58,7 +58,7 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		}
 		return // our own echo
 	}
-	var reannounce bool
+	var reannounce, askBack bool
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -75,11 +75,14 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		n.peerDownLocked(p, ErrPeerLeft)
 	case kindWho:
 		reannounce = w.ID == "" || w.ID == n.self.ID
+		askBack = w.ID == n.self.ID && p.whoBack(time.Now())
 	case kindSub:
+		p.answered = true
 		n.addSubLocked(SubscriberInfo{Topic: w.Topic, ID: w.ID, Node: p.info, Mode: Mode(w.Mode), Ring: w.Desc})
 	case kindUnsub:
 		n.removeSubLocked(w.Topic, w.Node.ID+"/"+w.ID, ErrWithdrawn)
 	case kindPub:
+		p.answered = true
 		n.addPubLocked(PublisherInfo{Topic: w.Topic, ID: w.ID, Node: p.info, Data: w.Data})
 	case kindUnpub:
 		n.removePubLocked(w.Topic, w.Node.ID+"/"+w.ID, ErrWithdrawn)
@@ -87,6 +90,9 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 		// from nodes that still elect by claim window: JetStream decides now
 	case kindUnhome:
 		n.homeGoneLocked(w.Topic, w.Node.ID, fmt.Errorf("%w: %s stopped publishing %q", ErrHomeLost, w.Node.ID, w.Topic))
+	}
+	if isNew && w.Kind != kindBye {
+		p.askedAt, p.answered = time.Now(), false // after the switch: a first message that is a who is not a sign (whoBack)
 	}
 	n.mu.Unlock()
 	if isNew && w.Kind != kindBye {
@@ -100,6 +106,31 @@ func (n *Node) onDiscovery(m *nats.Msg) {
 	if reannounce {
 		n.announceAll(w.Topic, TargetKind(w.Target))
 	}
+	if askBack {
+		n.publish(n.subject("d", kindWho), &wireMsg{Kind: kindWho, ID: w.Node.ID})
+	}
+}
+
+// whoBackWindow bounds how long after asking a peer anew (isNew) a who
+// from it is taken as a sign that our question went unheard.
+const whoBackWindow = 30 * time.Second
+
+// whoBack reports whether a who addressed to this node by p should be
+// answered with our own who to p once more: we asked p alone to
+// re-announce when we heard it anew, nothing it announced came since, and
+// now p asks us, so p has only just heard us. After a partition heals,
+// one side often hears the other seconds before it is heard (cluster
+// routes come back one way first): its who was published while the peer
+// could not hear it, so the peer never re-announced its subscribers and
+// no publisher here ever connected to them. Asking again once costs a
+// message; it is asked once per asking (askedAt is cleared). Called with
+// n.mu.
+func (p *peer) whoBack(now time.Time) bool {
+	if p.askedAt.IsZero() || p.answered || now.Sub(p.askedAt) > whoBackWindow {
+		return false
+	}
+	p.askedAt = time.Time{}
+	return true
 }
 
 // checkSubject: the kind must belong on the subject, and a topic subject

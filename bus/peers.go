@@ -8,6 +8,11 @@ import (
 type peer struct {
 	info     PeerInfo
 	lastSeen time.Time
+	// askedAt is when this node, hearing the peer anew, asked it alone
+	// to re-announce; answered, whether an announcement of it came since.
+	// See whoBack.
+	askedAt  time.Time
+	answered bool
 }
 
 // Peers lists the live peers (not this node), sorted by id.

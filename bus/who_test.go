@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -87,4 +88,72 @@ func TestDiscovery_WhoForOneKind_OnlyThatKindReannounces(t *testing.T) {
 	require.NoError(t, nc.Publish(subj, forge(t, kp, subj, msg)))
 	assert.Equal(t, []string{"sub", "pub"}, []string{next(), next()})
 	assert.Zero(t, a.Stats().Ignored["who"], "every who was admitted: %v", a.Stats().Ignored)
+}
+
+// After a partition heals, one node often hears the other seconds before
+// it is heard. The node that hears first asks the other alone to
+// re-announce, and that who is lost; when the other hears it at last and
+// asks in turn, the first asks once more (whoBack), unless the peer's
+// announcements came meanwhile: here peer q's first message (a heartbeat)
+// makes wa ask "who q"; q announces nothing and asks "who wa"; wa asks
+// "who q" again, once. Peer r announces a publisher after wa's who, so
+// r's "who wa" gets no second question.
+func TestDiscovery_PeerThatHeardUsLate_IsAskedOnceMore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := openNode(t, testConfig("wa", ""))
+	nc, err := nats.Connect(a.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	asked := make(chan string, 64)
+	sub, err := nc.Subscribe(bus.DefaultPrefix+".d.who", func(m *nats.Msg) {
+		var env struct {
+			Msg []byte `json:"msg"`
+		}
+		var w struct {
+			ID string `json:"id"`
+		}
+		if sentBy("wa", m.Data) == "who" && json.Unmarshal(m.Data, &env) == nil && json.Unmarshal(env.Msg, &w) == nil {
+			asked <- w.ID
+		}
+	})
+	require.NoError(t, err)
+	defer sub.Unsubscribe()
+	require.NoError(t, nc.Flush())
+	next := func() string {
+		select {
+		case id := <-asked:
+			return id
+		case <-ctx.Done():
+			return "(none: " + ctx.Err().Error() + ")"
+		}
+	}
+	none := func(why string) {
+		select {
+		case id := <-asked:
+			t.Errorf("%s: wa asked %q", why, id)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	send := func(kp nkeys.KeyPair, subj, msg string) {
+		require.NoError(t, nc.Publish(subj, forge(t, kp, subj, msg)))
+		require.NoError(t, nc.Flush())
+	}
+	hb, who := bus.DefaultPrefix+".d.hb", bus.DefaultPrefix+".d.who"
+
+	kq, _ := newKey(t)
+	send(kq, hb, `{"v":1,"kind":"hb","node":{"id":"q","host":"hq","inc":1}}`)
+	require.Equal(t, "q", next(), "a new peer is asked to re-announce (ignored: %v)", a.Stats().Ignored)
+	send(kq, who, `{"v":1,"kind":"who","node":{"id":"q","host":"hq","inc":1},"id":"wa"}`)
+	require.Equal(t, "q", next(), "a peer that asks us after we asked it, with nothing heard between, is asked again")
+	send(kq, who, `{"v":1,"kind":"who","node":{"id":"q","host":"hq","inc":1},"id":"wa"}`)
+	none("asked again only once")
+
+	kr, _ := newKey(t)
+	send(kr, hb, `{"v":1,"kind":"hb","node":{"id":"r","host":"hr","inc":1}}`)
+	require.Equal(t, "r", next())
+	send(kr, bus.DefaultPrefix+".d.pub.T", `{"v":1,"kind":"pub","node":{"id":"r","host":"hr","inc":1},"topic":"T","id":"p"}`)
+	send(kr, who, `{"v":1,"kind":"who","node":{"id":"r","host":"hr","inc":1},"id":"wa"}`)
+	none("a peer whose announcement came is not asked again")
+	assert.Empty(t, a.Stats().Ignored, "every message was admitted: %v", a.Stats().Ignored)
 }
