@@ -356,15 +356,19 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 	// Renew four times a lease, each try bounded to one interval, so a
 	// slow reply still leaves two more tries before the fence.
 	renewEvery, fenceAfter := ttl/4, n.fenceAfter()
-	t := time.NewTicker(min(ttl/20, 25*time.Millisecond))
+	// The loop wakes when something is due (the next renewal, or the
+	// fence), not on a fixed tick: a 25 ms ticker woke the home's process
+	// 40 times a second for nothing, each wake-up a thread taken from a
+	// core a hot thread needs.
+	val := n.leaseValue()
+	lastRenew := s.leaseAt
+	t := time.NewTimer(nextLeaseWake(time.Now(), lastRenew.Add(renewEvery), s.leaseAt.Add(fenceAfter)))
 	defer t.Stop()
 	ectx, estop := context.WithCancel(n.ctx)
 	taken := make(chan error, 1)
 	edone := make(chan struct{})
 	go n.extendReservation(ectx, topic, s, seqs, taken, edone)
 	defer func() { estop(); <-edone }() // no extension after the home is given up
-	val := n.leaseValue()
-	lastRenew := s.leaseAt
 	for {
 		select {
 		case <-s.stop:
@@ -407,7 +411,15 @@ func (n *Node) holdLease(topic string, s *homeSlot, leases, seqs jetstream.KeyVa
 				s.owner.setLease(s.epoch, s.leaseAt.Add(fenceAfter))
 			}
 		}
+		t.Reset(nextLeaseWake(time.Now(), lastRenew.Add(renewEvery), s.leaseAt.Add(fenceAfter)))
 	}
+}
+
+// nextLeaseWake is how long holdLease sleeps: until the next renewal is
+// due or the fence, whichever comes first, and at least a millisecond (a
+// renewal that failed is tried again at its next turn, as before).
+func nextLeaseWake(now, renewAt, fenceAt time.Time) time.Duration {
+	return max(time.Millisecond, min(renewAt.Sub(now), fenceAt.Sub(now)))
 }
 
 // writeEnd records, before a closing home deletes its lease, the counter
