@@ -305,13 +305,7 @@ func (p *Publication) subscriberDown(s SubscriberInfo, reason error) {
 // node left or restarted (inc: the incarnation heard now, 0 for none).
 // Called with n.mu.
 func (p *Publication) heldGone(key, node string, inc uint64, reason error) {
-	p.q.push(func() {
-		if key != "" {
-			p.held.withdrawn(key, reason)
-		} else {
-			p.held.nodeGone(node, inc, reason)
-		}
-	})
+	p.q.push(func() { p.held.ended(key, node, inc, reason) })
 }
 
 // Rehome finds the topic's current home, or becomes it, after OnHomeLost

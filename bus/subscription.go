@@ -226,13 +226,7 @@ func (s *Subscription) publisherDown(p PublisherInfo, reason error) {
 
 // heldGone is Publication.heldGone for held publishers. Called with n.mu.
 func (s *Subscription) heldGone(key, node string, inc uint64, reason error) {
-	s.q.push(func() {
-		if key != "" {
-			s.held.withdrawn(key, reason)
-		} else {
-			s.held.nodeGone(node, inc, reason)
-		}
-	})
+	s.q.push(func() { s.held.ended(key, node, inc, reason) })
 }
 
 // reconnected queues OnReconnect. Called with n.mu.

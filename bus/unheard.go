@@ -162,6 +162,16 @@ func (h *holds[T]) heard(x T) bool {
 	return true
 }
 
+// ended: the held end key withdrew (withdrawn), or, with key "", node
+// said goodbye or restarted (nodeGone). On the queue.
+func (h *holds[T]) ended(key, node string, inc uint64, reason error) {
+	if key != "" {
+		h.withdrawn(key, reason)
+	} else {
+		h.nodeGone(node, inc, reason)
+	}
+}
+
 // withdrawn: the held end key withdrew (its withdrawal came after its
 // node was heard again): gone at once.
 func (h *holds[T]) withdrawn(key string, reason error) {

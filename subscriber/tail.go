@@ -77,18 +77,25 @@ const tailWait = 500 * time.Millisecond
 // Spawned (s.wg).
 func (s *Subscriber) learnTail(gone bus.PublisherInfo) {
 	defer s.wg.Done()
+	s.learnCounter(gone.Node, "after publisher "+gone.Key()+" went")
+}
+
+// learnCounter asks the home (extra too: askTail) for the topic's counter
+// and gives it to the reader, logged with when; with no home to answer,
+// it looks whether the epoch ended without a counter (untilEnded).
+func (s *Subscriber) learnCounter(extra bus.PeerInfo, when string) {
 	ctx, cancel := s.untilClosed()
 	defer cancel()
 	tctx, tcancel := context.WithTimeout(ctx, 2*learnWait)
 	defer tcancel()
-	c, ok := s.askTail(tctx, gone.Node)
+	c, ok := s.askTail(tctx, extra)
 	if !ok {
 		s.untilEnded(ctx)
 		return
 	}
 	if s.setClaimed(c) {
-		s.log.Info().Str("publisher", gone.Key()).Uint64("counter", c).
-			Msg("subscriber: learnt the topic's counter after a publisher went; what of it does not come is named a gap")
+		s.log.Info().Str("peer", extra.ID).Uint64("counter", c).
+			Msg("subscriber: learnt the topic's counter " + when + "; what of it does not come is named a gap")
 	}
 }
 
@@ -241,18 +248,7 @@ func (s *Subscriber) onReconnect() {
 	}
 	s.spawn(func() {
 		defer s.wg.Done()
-		ctx, cancel := s.untilClosed()
-		defer cancel()
-		tctx, tcancel := context.WithTimeout(ctx, 2*learnWait)
-		defer tcancel()
-		c, ok := s.askTail(tctx, bus.PeerInfo{})
-		if !ok {
-			s.untilEnded(ctx)
-			return
-		}
-		if s.setClaimed(c) {
-			s.log.Info().Uint64("counter", c).Msg("subscriber: learnt the topic's counter after NATS came back; what of it does not come is named a gap")
-		}
+		s.learnCounter(bus.PeerInfo{}, "after NATS came back")
 	})
 }
 
