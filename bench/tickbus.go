@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/tickbus/tickbus"
 	"github.com/tickbus/tickbus/rdma"
@@ -175,6 +178,9 @@ func openTBTx(a roleArgs, topic int) (txPort, error) {
 		// publisher process subscribes: that side waits in openTBRx.)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := p.WaitSubscribers(ctx, a.peers)
+		if err == nil {
+			err = tbWaitSettled(ctx, a.url, topic, a.peers)
+		}
 		cancel()
 		if err != nil {
 			_ = p.Close()
@@ -249,6 +255,9 @@ type tbRx struct {
 	polled, okSeen int
 	// home is the topic's home in tickbus-tcp-remotehome (nil otherwise).
 	home *tickbus.Publisher
+	// settled answers the publisher process's tbWaitSettled (topic 0;
+	// nil otherwise).
+	settled *nats.Conn
 }
 
 type tbItem struct{ seq, ts int64 }
@@ -295,17 +304,112 @@ func openTBRx(a roleArgs, topic int) (rxPort, error) {
 		return nil, err
 	}
 	r.s = s
+	want := tbSettle{journal: a.transport != CaseTickbusTCPRemoteHome, credits: a.peers}
+	if a.ringMode == "lossy" {
+		want.credits = 0
+	}
+	if topic == 0 {
+		if r.settled, err = tbAnswerSettled(a.url, tbSettledSubject(topic, a.index), s, want); err != nil {
+			_ = r.close()
+			return nil, err
+		}
+	}
 	if topic == 1 {
 		// The way back: its publisher (the subscriber process) is up; be
-		// connected to it before this process says it is ready.
-		for end := time.Now().Add(30 * time.Second); s.Publishers() < 1; time.Sleep(5 * time.Millisecond) {
+		// connected to it, and settled (tbSettle), before this process
+		// says it is ready.
+		end := time.Now().Add(30 * time.Second)
+		for s.Publishers() < 1 || want.missing(s.Counters()) != "" {
 			if time.Now().After(end) {
 				_ = r.close()
-				return nil, fmt.Errorf("bench: no publisher on %s after 30s", tbTopic(topic))
+				return nil, fmt.Errorf("bench: %s not settled after 30s: %d publishers; %s", tbTopic(topic), s.Publishers(), want.missing(s.Counters()))
 			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	return r, nil
+}
+
+// tbSettle is what a subscription attaches after its ring is connected:
+// the home's journal and, in a reliable ring, a credit cell per publisher.
+// Each attach is a queue-pair exchange over the bus and a connect, 1.2-1.6
+// ms of the subscriber process's CPU that landed 60-95 ms into the paced
+// run when the run started as soon as the rings were connected (execution
+// traces of the latency run, last session): a start-up cost the run then
+// timed as ticks' latency. So a publisher starts its run only once every
+// subscriber has settled.
+type tbSettle struct {
+	journal bool // the home's journal is on the ring's provider (not in tickbus-tcp-remotehome, whose home is the subscriber's own process)
+	credits int  // credit cells: one per publisher in a reliable ring, 0 in a lossy one
+}
+
+// missing says what c has not attached yet ("" once settled).
+func (w tbSettle) missing(c tickbus.Counters) string {
+	var m []string
+	if w.journal && c.JournalEpoch == 0 {
+		m = append(m, "the home's journal")
+	}
+	if c.Credits < w.credits {
+		m = append(m, fmt.Sprintf("%d of %d credit cells", w.credits-c.Credits, w.credits))
+	}
+	return strings.Join(m, ", ")
+}
+
+// tbSettledSubject is where subscriber index of topic answers whether it
+// has settled.
+func tbSettledSubject(topic, index int) string {
+	return fmt.Sprintf("tickbus.bench.settled.%s.s%d", tbTopic(topic), index)
+}
+
+// tbAnswerSettled answers requests on subject with what s has still to
+// attach ("" once settled), on a NATS connection of its own: the bench's
+// coordination is not the bus's traffic. Its handler runs before the run
+// only (the publisher stops asking once settled).
+func tbAnswerSettled(url, subject string, s *tickbus.Subscription, want tbSettle) (*nats.Conn, error) {
+	nc, err := natsConnect(url, "tickbus-bench-settled")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte(want.missing(s.Counters()))) }); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bench: answer %s: %w", subject, err)
+	}
+	if err := nc.Flush(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bench: answer %s: %w", subject, err)
+	}
+	return nc, nil
+}
+
+// tbWaitSettled waits until each of subs subscribers of topic says it has
+// settled (tbSettle), or ctx ends.
+func tbWaitSettled(ctx context.Context, url string, topic, subs int) error {
+	nc, err := natsConnect(url, "tickbus-bench-settle")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	for j := range subs {
+		subject := tbSettledSubject(topic, j)
+		for {
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			m, err := nc.RequestWithContext(rctx, subject, nil)
+			cancel()
+			if err == nil && len(m.Data) == 0 {
+				break
+			}
+			why := "no answer"
+			if err == nil {
+				why = string(m.Data)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("bench: subscriber %d of %s not settled (%s): %w", j, tbTopic(topic), why, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 var errShortTick = fmt.Errorf("bench: tick shorter than %d bytes", MinSize)
@@ -372,6 +476,9 @@ func (r *tbRx) next(deadline int64) (int64, int64, error) {
 func (r *tbRx) stopWhenQuiet() { r.stopAt.Store(nanotime()) }
 
 func (r *tbRx) close() error {
+	if r.settled != nil {
+		r.settled.Close()
+	}
 	err := r.s.Close()
 	if r.home != nil {
 		err = errors.Join(err, r.home.Close())
