@@ -2,13 +2,17 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/tickbus/tickbus"
@@ -18,7 +22,7 @@ import (
 
 // The tickbus cases run what users run: every publisher and subscriber
 // child is a program of the public API, one tickbus.Client per process
-// (tickbus.Connect to the bus's NATS, embedded in this process),
+// (tickbus.Connect to the bus's NATS, a server in this process: tbCase),
 // Client.Publisher on one side, Client.Subscribe (WithManualPoll: the
 // harness's loop polls on its pinned thread) on the other. Discovery, the
 // queue-pair and descriptor exchange, the choice of the topic's home (its
@@ -49,11 +53,19 @@ func tbSlotSize(size int) int {
 // tbMaxBatch bounds one PublishBatch (the public API's limit).
 const tbMaxBatch = 512
 
-// tbCase is a tickbus case: children through the public API, on the NATS
-// server of this process's own Client.
+// tbCase is a tickbus case: children through the public API, on a NATS
+// server (with JetStream) in this process.
+//
+// The server is a bare nats-server, not a tickbus.Client's embedded one: a
+// Client here would be a third node on the bus that publishes and
+// subscribes nothing, yet heartbeats every 500 ms (a signature, checked by
+// each child: 100-300 µs each) and probes its two home buckets every second
+// (watch.go); execution traces of the latency run put one burst of slow
+// ticks on each of them. A deployment's NATS servers carry no node either.
 type tbCase struct {
 	pairCase
-	c *tickbus.Client
+	srv *server.Server
+	dir string // the server's JetStream store
 }
 
 // tbLease is the lease of every bench client's topic homes: a run measures
@@ -64,12 +76,33 @@ const tbLease = 15 * time.Second
 
 func newTickbusCase(name string) benchCase { return &tbCase{pairCase: pairCase{transport: name}} }
 
-func (c *tbCase) setup(ctx context.Context, _ Config) error {
-	cl, err := tickbus.Connect(ctx, tickbus.WithLeaseTTL(tbLease))
+func (c *tbCase) setup(_ context.Context, _ Config) error {
+	dir, err := os.MkdirTemp("", "tickbus-bench-js-")
 	if err != nil {
+		return fmt.Errorf("bench: %s: JetStream store: %w", c.transport, err)
+	}
+	token, err := tbToken()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: dir, JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 256 << 20,
+		Authorization: token,
+	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
 		return fmt.Errorf("bench: %s: the bus's NATS: %w", c.transport, err)
 	}
-	c.c, c.url = cl, cl.URL()
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("bench: %s: the bus's NATS not ready within 10s", c.transport)
+	}
+	c.srv, c.dir = srv, dir
+	c.url = strings.Replace(srv.ClientURL(), "nats://", "nats://"+token+"@", 1)
 	// The NATS server is in this process: its CPU over a run counts, as
 	// the nats case counts its server's.
 	c.around = func(run func() (phase, error)) (phase, error) {
@@ -81,12 +114,24 @@ func (c *tbCase) setup(ctx context.Context, _ Config) error {
 	return nil
 }
 
+// tbToken is the token the bench's NATS server asks of every client, as a
+// Client's embedded server does.
+func tbToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("bench: token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
 func (c *tbCase) close() error {
-	if c.c == nil {
+	if c.srv == nil {
 		return nil
 	}
-	err := c.c.Close()
-	c.c = nil
+	c.srv.Shutdown()
+	c.srv.WaitForShutdown()
+	c.srv = nil
+	err := os.RemoveAll(c.dir)
 	return err
 }
 
