@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -224,7 +225,14 @@ func openTBTx(a roleArgs, topic int) (txPort, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := p.WaitSubscribers(ctx, a.peers)
 		if err == nil {
-			err = tbWaitSettled(ctx, a.url, topic, a.peers)
+			// Publishers start one after another (runPair), so the i-th
+			// finds i+1 credit cells at each reliable ring once its own
+			// is attached.
+			credits := 0
+			if a.ringMode != "lossy" {
+				credits = a.index + 1
+			}
+			err = tbWaitSettled(ctx, a.url, topic, a.peers, credits)
 		}
 		cancel()
 		if err != nil {
@@ -349,12 +357,9 @@ func openTBRx(a roleArgs, topic int) (rxPort, error) {
 		return nil, err
 	}
 	r.s = s
-	want := tbSettle{journal: a.transport != CaseTickbusTCPRemoteHome, credits: a.peers}
-	if a.ringMode == "lossy" {
-		want.credits = 0
-	}
+	journal := a.transport != CaseTickbusTCPRemoteHome
 	if topic == 0 {
-		if r.settled, err = tbAnswerSettled(a.url, tbSettledSubject(topic, a.index), s, want); err != nil {
+		if r.settled, err = tbAnswerSettled(a.url, tbSettledSubject(topic, a.index), s, journal); err != nil {
 			_ = r.close()
 			return nil, err
 		}
@@ -363,6 +368,10 @@ func openTBRx(a roleArgs, topic int) (rxPort, error) {
 		// The way back: its publisher (the subscriber process) is up; be
 		// connected to it, and settled (tbSettle), before this process
 		// says it is ready.
+		want := tbSettle{journal: journal}
+		if a.ringMode != "lossy" {
+			want.credits = a.peers // every publisher of the way back is up
+		}
 		end := time.Now().Add(30 * time.Second)
 		for s.Publishers() < 1 || want.missing(s.Counters()) != "" {
 			if time.Now().After(end) {
@@ -406,16 +415,24 @@ func tbSettledSubject(topic, index int) string {
 	return fmt.Sprintf("tickbus.bench.settled.%s.s%d", tbTopic(topic), index)
 }
 
-// tbAnswerSettled answers requests on subject with what s has still to
-// attach ("" once settled), on a NATS connection of its own: the bench's
-// coordination is not the bus's traffic. Its handler runs before the run
-// only (the publisher stops asking once settled).
-func tbAnswerSettled(url, subject string, s *tickbus.Subscription, want tbSettle) (*nats.Conn, error) {
+// tbAnswerSettled answers requests on subject, each naming the credit
+// cells it waits for (decimal), with what s has still to attach ("" once
+// settled), on a NATS connection of its own: the bench's coordination is
+// not the bus's traffic. Its handler runs before the run only (a publisher
+// stops asking once settled).
+func tbAnswerSettled(url, subject string, s *tickbus.Subscription, journal bool) (*nats.Conn, error) {
 	nc, err := natsConnect(url, "tickbus-bench-settled")
 	if err != nil {
 		return nil, err
 	}
-	if _, err := nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte(want.missing(s.Counters()))) }); err != nil {
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		credits, err := strconv.Atoi(string(m.Data))
+		if err != nil {
+			_ = m.Respond([]byte(fmt.Sprintf("bad request %q", m.Data)))
+			return
+		}
+		_ = m.Respond([]byte(tbSettle{journal: journal, credits: credits}.missing(s.Counters())))
+	}); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("bench: answer %s: %w", subject, err)
 	}
@@ -427,8 +444,8 @@ func tbAnswerSettled(url, subject string, s *tickbus.Subscription, want tbSettle
 }
 
 // tbWaitSettled waits until each of subs subscribers of topic says it has
-// settled (tbSettle), or ctx ends.
-func tbWaitSettled(ctx context.Context, url string, topic, subs int) error {
+// settled (tbSettle) with at least credits credit cells, or ctx ends.
+func tbWaitSettled(ctx context.Context, url string, topic, subs, credits int) error {
 	nc, err := natsConnect(url, "tickbus-bench-settle")
 	if err != nil {
 		return err
@@ -438,13 +455,15 @@ func tbWaitSettled(ctx context.Context, url string, topic, subs int) error {
 		subject := tbSettledSubject(topic, j)
 		for {
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			m, err := nc.RequestWithContext(rctx, subject, nil)
+			m, err := nc.RequestWithContext(rctx, subject, []byte(strconv.Itoa(credits)))
 			cancel()
 			if err == nil && len(m.Data) == 0 {
 				break
 			}
-			why := "no answer"
-			if err == nil {
+			var why string
+			if err != nil {
+				why = err.Error()
+			} else {
 				why = string(m.Data)
 			}
 			select {
