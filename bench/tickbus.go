@@ -2,11 +2,19 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/tickbus/tickbus"
 	"github.com/tickbus/tickbus/rdma"
@@ -15,7 +23,7 @@ import (
 
 // The tickbus cases run what users run: every publisher and subscriber
 // child is a program of the public API, one tickbus.Client per process
-// (tickbus.Connect to the bus's NATS, embedded in this process),
+// (tickbus.Connect to the bus's NATS, a server in this process: tbCase),
 // Client.Publisher on one side, Client.Subscribe (WithManualPoll: the
 // harness's loop polls on its pinned thread) on the other. Discovery, the
 // queue-pair and descriptor exchange, the choice of the topic's home (its
@@ -46,11 +54,19 @@ func tbSlotSize(size int) int {
 // tbMaxBatch bounds one PublishBatch (the public API's limit).
 const tbMaxBatch = 512
 
-// tbCase is a tickbus case: children through the public API, on the NATS
-// server of this process's own Client.
+// tbCase is a tickbus case: children through the public API, on a NATS
+// server (with JetStream) in this process.
+//
+// The server is a bare nats-server, not a tickbus.Client's embedded one: a
+// Client here would be a third node on the bus that publishes and
+// subscribes nothing, yet heartbeats every 500 ms (a signature, checked by
+// each child: 100-300 µs each) and probes its two home buckets every second
+// (watch.go); execution traces of the latency run put one burst of slow
+// ticks on each of them. A deployment's NATS servers carry no node either.
 type tbCase struct {
 	pairCase
-	c *tickbus.Client
+	srv *server.Server
+	dir string // the server's JetStream store
 }
 
 // tbLease is the lease of every bench client's topic homes: a run measures
@@ -61,12 +77,33 @@ const tbLease = 15 * time.Second
 
 func newTickbusCase(name string) benchCase { return &tbCase{pairCase: pairCase{transport: name}} }
 
-func (c *tbCase) setup(ctx context.Context, _ Config) error {
-	cl, err := tickbus.Connect(ctx, tickbus.WithLeaseTTL(tbLease))
+func (c *tbCase) setup(_ context.Context, _ Config) error {
+	dir, err := os.MkdirTemp("", "tickbus-bench-js-")
 	if err != nil {
+		return fmt.Errorf("bench: %s: JetStream store: %w", c.transport, err)
+	}
+	token, err := tbToken()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: dir, JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 256 << 20,
+		Authorization: token,
+	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
 		return fmt.Errorf("bench: %s: the bus's NATS: %w", c.transport, err)
 	}
-	c.c, c.url = cl, cl.URL()
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("bench: %s: the bus's NATS not ready within 10s", c.transport)
+	}
+	c.srv, c.dir = srv, dir
+	c.url = strings.Replace(srv.ClientURL(), "nats://", "nats://"+token+"@", 1)
 	// The NATS server is in this process: its CPU over a run counts, as
 	// the nats case counts its server's.
 	c.around = func(run func() (phase, error)) (phase, error) {
@@ -78,12 +115,24 @@ func (c *tbCase) setup(ctx context.Context, _ Config) error {
 	return nil
 }
 
+// tbToken is the token the bench's NATS server asks of every client, as a
+// Client's embedded server does.
+func tbToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("bench: token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
 func (c *tbCase) close() error {
-	if c.c == nil {
+	if c.srv == nil {
 		return nil
 	}
-	err := c.c.Close()
-	c.c = nil
+	c.srv.Shutdown()
+	c.srv.WaitForShutdown()
+	c.srv = nil
+	err := os.RemoveAll(c.dir)
 	return err
 }
 
@@ -175,6 +224,16 @@ func openTBTx(a roleArgs, topic int) (txPort, error) {
 		// publisher process subscribes: that side waits in openTBRx.)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := p.WaitSubscribers(ctx, a.peers)
+		if err == nil {
+			// Publishers start one after another (runPair), so the i-th
+			// finds i+1 credit cells at each reliable ring once its own
+			// is attached.
+			credits := 0
+			if a.ringMode != "lossy" {
+				credits = a.index + 1
+			}
+			err = tbWaitSettled(ctx, a.url, topic, a.peers, credits)
+		}
 		cancel()
 		if err != nil {
 			_ = p.Close()
@@ -249,6 +308,9 @@ type tbRx struct {
 	polled, okSeen int
 	// home is the topic's home in tickbus-tcp-remotehome (nil otherwise).
 	home *tickbus.Publisher
+	// settled answers the publisher process's tbWaitSettled (topic 0;
+	// nil otherwise).
+	settled *nats.Conn
 }
 
 type tbItem struct{ seq, ts int64 }
@@ -295,17 +357,123 @@ func openTBRx(a roleArgs, topic int) (rxPort, error) {
 		return nil, err
 	}
 	r.s = s
+	journal := a.transport != CaseTickbusTCPRemoteHome
+	if topic == 0 {
+		if r.settled, err = tbAnswerSettled(a.url, tbSettledSubject(topic, a.index), s, journal); err != nil {
+			_ = r.close()
+			return nil, err
+		}
+	}
 	if topic == 1 {
 		// The way back: its publisher (the subscriber process) is up; be
-		// connected to it before this process says it is ready.
-		for end := time.Now().Add(30 * time.Second); s.Publishers() < 1; time.Sleep(5 * time.Millisecond) {
+		// connected to it, and settled (tbSettle), before this process
+		// says it is ready.
+		want := tbSettle{journal: journal}
+		if a.ringMode != "lossy" {
+			want.credits = a.peers // every publisher of the way back is up
+		}
+		end := time.Now().Add(30 * time.Second)
+		for s.Publishers() < 1 || want.missing(s.Counters()) != "" {
 			if time.Now().After(end) {
 				_ = r.close()
-				return nil, fmt.Errorf("bench: no publisher on %s after 30s", tbTopic(topic))
+				return nil, fmt.Errorf("bench: %s not settled after 30s: %d publishers; %s", tbTopic(topic), s.Publishers(), want.missing(s.Counters()))
 			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	return r, nil
+}
+
+// tbSettle is what a subscription attaches after its ring is connected:
+// the home's journal and, in a reliable ring, a credit cell per publisher.
+// Each attach is a queue-pair exchange over the bus and a connect, 1.2-1.6
+// ms of the subscriber process's CPU that landed 60-95 ms into the paced
+// run when the run started as soon as the rings were connected (execution
+// traces of the latency run, last session): a start-up cost the run then
+// timed as ticks' latency. So a publisher starts its run only once every
+// subscriber has settled.
+type tbSettle struct {
+	journal bool // the home's journal is on the ring's provider (not in tickbus-tcp-remotehome, whose home is the subscriber's own process)
+	credits int  // credit cells: one per publisher in a reliable ring, 0 in a lossy one
+}
+
+// missing says what c has not attached yet ("" once settled).
+func (w tbSettle) missing(c tickbus.Counters) string {
+	var m []string
+	if w.journal && c.JournalEpoch == 0 {
+		m = append(m, "the home's journal")
+	}
+	if c.Credits < w.credits {
+		m = append(m, fmt.Sprintf("%d of %d credit cells", w.credits-c.Credits, w.credits))
+	}
+	return strings.Join(m, ", ")
+}
+
+// tbSettledSubject is where subscriber index of topic answers whether it
+// has settled.
+func tbSettledSubject(topic, index int) string {
+	return fmt.Sprintf("tickbus.bench.settled.%s.s%d", tbTopic(topic), index)
+}
+
+// tbAnswerSettled answers requests on subject, each naming the credit
+// cells it waits for (decimal), with what s has still to attach ("" once
+// settled), on a NATS connection of its own: the bench's coordination is
+// not the bus's traffic. Its handler runs before the run only (a publisher
+// stops asking once settled).
+func tbAnswerSettled(url, subject string, s *tickbus.Subscription, journal bool) (*nats.Conn, error) {
+	nc, err := natsConnect(url, "tickbus-bench-settled")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		credits, err := strconv.Atoi(string(m.Data))
+		if err != nil {
+			_ = m.Respond([]byte(fmt.Sprintf("bad request %q", m.Data)))
+			return
+		}
+		_ = m.Respond([]byte(tbSettle{journal: journal, credits: credits}.missing(s.Counters())))
+	}); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bench: answer %s: %w", subject, err)
+	}
+	if err := nc.Flush(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bench: answer %s: %w", subject, err)
+	}
+	return nc, nil
+}
+
+// tbWaitSettled waits until each of subs subscribers of topic says it has
+// settled (tbSettle) with at least credits credit cells, or ctx ends.
+func tbWaitSettled(ctx context.Context, url string, topic, subs, credits int) error {
+	nc, err := natsConnect(url, "tickbus-bench-settle")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	for j := range subs {
+		subject := tbSettledSubject(topic, j)
+		for {
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			m, err := nc.RequestWithContext(rctx, subject, []byte(strconv.Itoa(credits)))
+			cancel()
+			if err == nil && len(m.Data) == 0 {
+				break
+			}
+			var why string
+			if err != nil {
+				why = err.Error()
+			} else {
+				why = string(m.Data)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("bench: subscriber %d of %s not settled (%s): %w", j, tbTopic(topic), why, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 var errShortTick = fmt.Errorf("bench: tick shorter than %d bytes", MinSize)
@@ -372,6 +540,9 @@ func (r *tbRx) next(deadline int64) (int64, int64, error) {
 func (r *tbRx) stopWhenQuiet() { r.stopAt.Store(nanotime()) }
 
 func (r *tbRx) close() error {
+	if r.settled != nil {
+		r.settled.Close()
+	}
 	err := r.s.Close()
 	if r.home != nil {
 		err = errors.Join(err, r.home.Close())

@@ -71,6 +71,23 @@ func testPortsInOrder(t *testing.T, mode ring.Mode) {
 	require.NoError(t, tp.tx.check())
 }
 
+// A publisher is ready (its run may start) only once each subscriber has
+// attached what it attaches after its ring is connected: the journal and,
+// reliable, its credit cell. Those attaches otherwise land in the run's
+// first 100 ms and are timed as ticks' latency.
+func TestTickbusPorts_PublisherReady_OnceTheSubscriberHasSettled(t *testing.T) {
+	for _, mode := range []ring.Mode{ring.Reliable, ring.Lossy} {
+		t.Run(mode.String(), func(t *testing.T) {
+			tp := newLoopTopo(t, mode)
+			c := tp.rx.s.Counters()
+			assert.NotZero(t, c.JournalEpoch, "journal attached")
+			if mode == ring.Reliable {
+				assert.Equal(t, 1, c.Credits, "credit cell attached")
+			}
+		})
+	}
+}
+
 func TestTickbusPorts_Stopped_EndsOnceQuiet(t *testing.T) {
 	tp := newLoopTopo(t, ring.Lossy)
 	tp.rx.stopWhenQuiet()
