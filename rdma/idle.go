@@ -48,7 +48,8 @@ func (Yield) Reset() {}
 // waking another scheduler thread: sched_yield(2) on every call (another
 // runnable thread, of this process or any other, gets this core), and
 // runtime.Gosched about once in goschedOneIn calls, at random (goroutines
-// queued on this P, and its timers, which sched_yield cannot reach).
+// queued on this P, and its timers, which sched_yield cannot reach), or
+// once in goschedNetOneIn while a tcp queue pair is open (idle_linux.go).
 //
 // Why not Gosched every time: Gosched puts the goroutine on the global run
 // queue and calls wakep, which, with a P idle (one poller spinning at
@@ -64,7 +65,11 @@ func (Yield) Reset() {}
 // while one is pending, every call Goscheds.
 func yieldOnce() {
 	osYield()
-	if goschedOneIn == 1 || handoff.Pending() || rand.Uint32()%goschedOneIn == 0 {
+	k := uint32(goschedOneIn)
+	if handoff.Net() {
+		k = goschedNetOneIn
+	}
+	if k == 1 || handoff.Pending() || rand.Uint32()%k == 0 {
 		runtime.Gosched()
 	}
 }

@@ -6,4 +6,7 @@ package rdma
 func osYield() {}
 
 // goschedOneIn is 1 here: without sched_yield, yieldOnce is Gosched.
-const goschedOneIn = 1
+const (
+	goschedOneIn    = 1
+	goschedNetOneIn = 1
+)

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/rdma/internal/handoff"
 )
 
 // rawConn does a data connection's I/O with system calls on the socket, not
@@ -91,6 +92,7 @@ func (r *rawConn) block() error {
 		return err
 	}
 	r.registered = true
+	handoff.NetOpen() // yielding poll loops look for the poller's wake-ups more often (rdma/idle_linux.go)
 	return nil
 }
 
@@ -251,6 +253,7 @@ func (r *rawConn) release() {
 		r.closed = true
 		if r.registered {
 			r.p.remove(r)
+			handoff.NetClose()
 		}
 		unix.Shutdown(r.fd, unix.SHUT_RDWR)
 		r.c.Close()

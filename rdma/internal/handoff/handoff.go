@@ -54,3 +54,22 @@ func Pending() bool {
 	mark.at.CompareAndSwap(t, 0)
 	return false
 }
+
+// net counts this process's open sockets whose input reaches their
+// goroutines through the runtime's netpoller (a tcp queue pair's reader).
+// A poll loop that holds its P finds such input only when the scheduler
+// looks (a Gosched looks at the netpoller): while one is open, Yield
+// Goschedules more often (rdma/idle_linux.go).
+var net struct {
+	_ [64]byte
+	n atomic.Int64
+	_ [56]byte
+}
+
+// NetOpen says a socket read through the netpoller is open; NetClose, once
+// for each NetOpen, that it is closed.
+func NetOpen()  { net.n.Add(1) }
+func NetClose() { net.n.Add(-1) }
+
+// Net reports whether a NetOpen is not yet closed.
+func Net() bool { return net.n.Load() > 0 }

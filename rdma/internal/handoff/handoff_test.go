@@ -34,3 +34,14 @@ func TestHandoff_AllocatesNothing(t *testing.T) {
 		Done()
 	}))
 }
+
+func TestHandoff_NetWhileASocketIsOpen(t *testing.T) {
+	assert.False(t, Net(), "no socket open")
+	NetOpen()
+	NetOpen()
+	assert.True(t, Net(), "two open")
+	NetClose()
+	assert.True(t, Net(), "one still open")
+	NetClose()
+	assert.False(t, Net(), "both closed")
+}
