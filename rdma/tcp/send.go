@@ -56,7 +56,9 @@ func (q *QP) PostSendBatch(wrs []rdma.WorkRequest) (int, error) {
 		q.credits += q.scq.take(need + q.scq.stash) // one atomic for many requests, not one per request
 	}
 	for n < len(wrs) {
-		if k := q.postRun(wrs[n:]); k > 0 {
+		if q.list.tail == tailOther {
+			// not a run's next WRITE: postSend (postRun would say 0)
+		} else if k := q.postRun(wrs[n:]); k > 0 {
 			n += k
 			unpublished = true
 			continue
@@ -163,7 +165,8 @@ func (q *QP) postRun(wrs []rdma.WorkRequest) int {
 	}
 	pos := q.npos
 	k := uint64(len(wrs))
-	k = min(k, q.sqDepth-(pos-q.retired.Load()), uint64(q.credits), q.tx.free()/8)
+	k = min(k, q.sqDepth-(pos-q.retired.Load()), uint64(q.credits))
+	k = min(k, q.tx.room(8*k)/8)
 	if lim := uint64(min(listMaxBytes, q.maxMsg)); uint64(l.bytes)+listElemLen < lim {
 		k = min(k, uint64(listMaxCount-l.count), (lim-uint64(l.bytes)-listElemLen)/8)
 	} else {
@@ -358,7 +361,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 	case opening:
 		need += listElemLen
 	}
-	if t.free() < need {
+	if t.room(need) < need {
 		if src != nil {
 			src.release()
 		}
@@ -531,6 +534,7 @@ func (q *QP) rewind() {
 		t.skipFrom.Store(t.w) // before wpos: the flusher Loads them after it
 		t.skipTo.Store(next)
 		t.w = next
+		t.rseen = next // everything was written: all of the buffer is free
 	}
 }
 
@@ -544,9 +548,11 @@ type txRing struct {
 	buf  []byte
 	mask uint64
 	w    uint64 // producer's cursor, published as wpos
-	// jumpFrom, jumpTo: the producer's copy of its last rewind (free).
+	// jumpFrom, jumpTo: the producer's copy of its last rewind (room);
+	// rseen: the flusher's position as the producer last loaded it (room).
 	jumpFrom, jumpTo uint64
-	_                [48]byte
+	rseen            uint64
+	_                [40]byte
 	wpos             atomic.Uint64 // Store by the producer, Load by the flusher
 	_                [56]byte
 	rpos             atomic.Uint64 // Store by the flusher, Load by the producer
@@ -566,11 +572,21 @@ func newTxRing(size int) *txRing {
 	return &txRing{buf: make([]byte, size), mask: uint64(size - 1), wake: make(chan struct{}, 1)}
 }
 
-func (t *txRing) free() uint64 {
+// room returns how many bytes are free, at least need if they are: from
+// the flusher's position the producer last saw (rseen) while that shows
+// enough, and only otherwise from rpos. rpos is stored by the flusher after
+// every write(2), so loading it per post was a cache miss per post on a
+// line the other core had just written; a position seen earlier is never
+// ahead of the real one, so the answer errs only on the side of a reload.
+func (t *txRing) room(need uint64) uint64 {
+	if f := uint64(len(t.buf)) - (t.w - t.rseen); f >= need {
+		return f
+	}
 	r := t.rpos.Load() // pairs with the flusher's Store
 	if r == t.jumpFrom {
 		r = t.jumpTo // a rewind the flusher has not reached: all of it was free
 	}
+	t.rseen = r
 	return uint64(len(t.buf)) - (t.w - r)
 }
 
