@@ -222,7 +222,11 @@ func (q *QP) seal() {
 	binary.LittleEndian.PutUint32(hd[:], uint32(l.stride))
 	hd[4], hd[5] = l.flags, elemRun
 	binary.LittleEndian.PutUint16(hd[6:], l.runN)
-	q.tx.writeAt(l.lastAt+8, hd[:])
+	if t := q.tx; (l.lastAt+8)&t.mask+8 <= uint64(len(t.buf)) {
+		binary.LittleEndian.PutUint64(t.buf[(l.lastAt+8)&t.mask:], binary.LittleEndian.Uint64(hd[:])) // no wrap: one 8-byte store
+	} else {
+		t.writeAt(l.lastAt+8, hd[:])
+	}
 	l.tail = tailOther
 }
 
@@ -619,11 +623,17 @@ func (q *QP) closeList() {
 	}
 	q.seal()
 	l.open = false
+	t := q.tx
+	if i := l.hdr & t.mask; i+reqHeaderLen <= uint64(len(t.buf)) { // the header does not wrap: two stores, not two copies
+		binary.LittleEndian.PutUint32(t.buf[i+4:], l.bytes)  // the header's len
+		binary.LittleEndian.PutUint32(t.buf[i+28:], l.count) // the header's imm: the count
+		return
+	}
 	var patch [4]byte
 	binary.LittleEndian.PutUint32(patch[:], l.bytes)
-	q.tx.writeAt(l.hdr+4, patch[:]) // the header's len
+	t.writeAt(l.hdr+4, patch[:])
 	binary.LittleEndian.PutUint32(patch[:], l.count)
-	q.tx.writeAt(l.hdr+28, patch[:]) // the header's imm: the count
+	t.writeAt(l.hdr+28, patch[:])
 }
 
 // writeAt overwrites the bytes at cursor pos (written, not yet published)
