@@ -74,6 +74,11 @@ type QP struct {
 	// npos is the next post index: posted, or ahead of it by the requests
 	// of a PostSendBatch, which stores posted once before it publishes.
 	npos uint64
+	// The poster's fields above (written per request) and the reaper's
+	// below (cmu, compTail, unused: written per response) on lines of
+	// their own: WRITE lists' state put npos and credits on cmu's line,
+	// a line moving between the cores at every response.
+	_ [64]byte
 	// due counts the READs and atomics posted and not completed: answers a
 	// poster waits for, which the reaper spins for (answerDue).
 	due atomic.Int64
