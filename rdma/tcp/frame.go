@@ -114,9 +114,10 @@ const (
 // ackDelay (so the tail of a stream that stopped is answered long before
 // Config.AckTimeout).
 // ackNowBytes bounds how much input a responder reads past a reqAckNow
-// request before it answers: a sixth to a third of what a link-layer
-// writer's 2048-deep send queue holds in ring ticks (1024-2048 ticks of
-// 152-176 bytes on the wire).
+// request before it answers: about a third of what a link-layer writer's
+// 2048-deep send queue holds in ring ticks (1,024 single ticks of 176
+// bytes on the wire, or some 2,000 batched ones of 105 with their stamps
+// in runs).
 const ackNowBytes = 64 << 10
 
 const (

@@ -116,6 +116,12 @@ func TestHandshake_RoundTripAndRejects(t *testing.T) {
 	b[4] = 1
 	_, err = readHello(bytes.NewReader(b))
 	assert.ErrorIs(t, err, ErrHandshakeVersion)
+	b[4] = 4 // the last version: WRITE lists without runs
+	_, err = readHello(bytes.NewReader(b))
+	assert.ErrorIs(t, err, ErrHandshakeVersion)
+	assert.ErrorContains(t, err, "v4: WRITE lists without runs", "the old version refused by name")
+	_, _, _, err = decodeReply(func() []byte { r := marshalReply(hsOK, 9, [8]byte{1}); r[4] = 4; return r }())
+	assert.ErrorContains(t, err, "v4: WRITE lists without runs")
 	b = h.marshal()
 	b[0] = 'X'
 	_, err = readHello(bytes.NewReader(b))
