@@ -53,7 +53,7 @@ import (
 //
 // A run is how a ring batch's stamps travel (one 8-byte WRITE per slot, a
 // slot apart): 8 bytes per stamp on the wire instead of 24 (a 64-tick batch
-// of 96-byte slots: 6,728 bytes instead of 7,752). The list's WRITEs are
+// of 96-byte slots: 6,728 bytes instead of 7,736). The list's WRITEs are
 // the entries' WRITEs in order, a run's in j order, so a stamp still lands
 // after the body WRITE before it and before the stamp after it.
 //
