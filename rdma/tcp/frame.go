@@ -45,7 +45,8 @@ import (
 //
 //	run (handshake version 5):
 //	 0 u64 raddr of its first WRITE
-//	 8 u32 stride: WRITE j lands at raddr + j*stride (8 or more)
+//	 8 u32 stride: WRITE j lands at raddr + j*stride (8 or more; one
+//	       past the top of the address space is refused, not wrapped)
 //	12 u8  flags: those of its WRITEs, OR'ed
 //	13 u8  kind: elemRun (1)
 //	14 u16 count of its WRITEs (2..listMaxCount)
