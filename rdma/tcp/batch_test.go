@@ -95,20 +95,25 @@ func TestQP_PostSendBatch_FullQueueStopsTheBatch(t *testing.T) {
 	assert.Zero(t, a.QP.(*tcp.QP).Outstanding())
 }
 
-// The tcp post path stays free of allocations in a batch too.
+// The tcp post path stays free of allocations in a batch too: a tick
+// (body, stamp) and a lossy ring's batch (runs of StampBusy and stamps).
 func TestQP_PostSendBatch_AllocatesNothing(t *testing.T) {
 	a, b := pair(t, tcp.Config{})
-	wrs := []rdma.WorkRequest{batchWrite(a, b, 8, 56, 8, 0), batchWrite(a, b, 0, 8, 0, rdma.FlagSignaled)}
-	var cs [4]rdma.Completion
-	allocs := testing.AllocsPerRun(200, func() {
-		if _, err := a.QP.(rdma.BatchPoster).PostSendBatch(wrs); err != nil {
-			t.Fatal(err)
-		}
-		for a.CQ.Poll(cs[:]) == 0 {
-			runtime.Gosched()
-		}
-	})
-	assert.Zero(t, allocs)
+	for name, wrs := range map[string][]rdma.WorkRequest{
+		"tick":  {batchWrite(a, b, 8, 56, 8, 0), batchWrite(a, b, 0, 8, 0, rdma.FlagSignaled)},
+		"batch": ringBatch(a, b, 16, 96, 4096, 1024, 2048),
+	} {
+		var cs [4]rdma.Completion
+		allocs := testing.AllocsPerRun(200, func() {
+			if _, err := a.QP.(rdma.BatchPoster).PostSendBatch(wrs); err != nil {
+				t.Fatal(err)
+			}
+			for a.CQ.Poll(cs[:]) == 0 {
+				runtime.Gosched()
+			}
+		})
+		assert.Zero(t, allocs, name)
+	}
 }
 
 // WRITEs posted together to one region travel as one WRITE list, and each
@@ -154,4 +159,81 @@ func TestQP_PostSendBatch_ListOutsideTheGrantIsRefused(t *testing.T) {
 	assert.Equal(t, rdma.StatusRemoteAccess, wait(t, a.CQ).Status)
 	assert.Equal(t, uint64(7), binary.LittleEndian.Uint64(b.MR.Bytes()[56:]))
 	assert.Zero(t, binary.LittleEndian.Uint64(b.MR.Bytes()[64:]))
+}
+
+// ringBatch is a lossy ring's batch of k slots of size slot, as
+// ring.Writer posts it: StampBusy into each slot, one WRITE of the bodies
+// (from the staging images at img, the stamps they cover holding busy),
+// then each slot's stamp from stamps, the last signalled.
+func ringBatch(a, b *side, k, slot, img, stamps, busy int) []rdma.WorkRequest {
+	var wrs []rdma.WorkRequest
+	for j := 0; j < k; j++ {
+		wrs = append(wrs, batchWrite(a, b, busy, 8, j*slot, 0))
+	}
+	wrs = append(wrs, batchWrite(a, b, img+8, k*slot-8, 8, 0))
+	for j := 0; j < k; j++ {
+		f := rdma.SendFlags(0)
+		if j == k-1 {
+			f = rdma.FlagSignaled
+		}
+		wrs = append(wrs, batchWrite(a, b, stamps+8*j, 8, j*slot, f))
+	}
+	return wrs
+}
+
+// A lossy ring's batch (its StampBusy and stamp WRITEs travel as runs,
+// frame.go) lands as its WRITEs one by one would leave it: every body, and
+// every stamp its sequence.
+func TestQP_PostSendBatch_RingBatchLandsWhole(t *testing.T) {
+	const k, slot, img, stamps, busy = 16, 96, 4096, 1024, 2048
+	a, b := pair(t, tcp.Config{})
+	src := a.MR.Bytes()
+	binary.LittleEndian.PutUint64(src[busy:], ^uint64(0))
+	want := make([]byte, k*slot)
+	for j := 0; j < k; j++ {
+		im := src[img+j*slot : img+(j+1)*slot]
+		binary.LittleEndian.PutUint64(im, ^uint64(0))
+		for i := 8; i < slot; i++ {
+			im[i] = byte(j*7 + i)
+		}
+		binary.LittleEndian.PutUint64(src[stamps+8*j:], uint64(100+j))
+		copy(want[j*slot:], im)
+		binary.LittleEndian.PutUint64(want[j*slot:], uint64(100+j))
+	}
+	wrs := ringBatch(a, b, k, slot, img, stamps, busy)
+	n, err := a.QP.(rdma.BatchPoster).PostSendBatch(wrs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), n)
+	c := wait(t, a.CQ)
+	assert.Equal(t, rdma.StatusSuccess, c.Status)
+	assert.Equal(t, uint64((k-1)*slot), c.ID, "the last stamp's")
+	none(t, a.CQ)
+	assert.Equal(t, want, b.MR.Bytes()[:k*slot])
+}
+
+// A run of stamps that crosses the end of a confined QP's grant is checked
+// WRITE by WRITE: the stamps inside land, the first outside is refused
+// and the rest are flushed, landing nowhere.
+func TestQP_PostSendBatch_RunAcrossTheGrantEndIsRefusedThere(t *testing.T) {
+	a, b := pair(t, tcp.Config{})
+	g, err := b.QP.GrantRange(b.MR, 0, 256, rdma.AccessRemoteWrite)
+	require.NoError(t, err)
+	var wrs []rdma.WorkRequest
+	for j := 0; j < 4; j++ {
+		binary.LittleEndian.PutUint64(a.MR.Bytes()[8*j:], uint64(j+1))
+		wrs = append(wrs, rdma.WorkRequest{ID: uint64(j), Op: rdma.OpWrite, Flags: rdma.FlagSignaled, Local: rdma.LocalSGE(a.MR, 8*j, 8),
+			Remote: rdma.RemoteAddr{Addr: g.Addr + 96*uint64(j), RKey: g.RKey}}) // 0, 96, 192 inside; 288 past the grant
+	}
+	n, err := a.QP.(rdma.BatchPoster).PostSendBatch(wrs)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	var st []rdma.Status
+	for range 4 {
+		st = append(st, wait(t, a.CQ).Status)
+	}
+	assert.Equal(t, []rdma.Status{rdma.StatusSuccess, rdma.StatusSuccess, rdma.StatusSuccess, rdma.StatusRemoteAccess}, st)
+	for j := 0; j < 3; j++ {
+		assert.Equal(t, uint64(j+1), binary.LittleEndian.Uint64(b.MR.Bytes()[96*j:]))
+	}
+	assert.Zero(t, binary.LittleEndian.Uint64(b.MR.Bytes()[288:]), "past the grant")
 }

@@ -29,7 +29,9 @@
 // in that order. WRITEs to one region posted in one PostSendBatch travel as
 // one WRITE list frame (frame.go): a ring's 64-tick batch, one body WRITE
 // and 64 stamps, is one frame to decode, checked whole before any of it is
-// applied, each WRITE then checked and answered as if it came alone.
+// applied, each WRITE then checked and answered as if it came alone; the
+// stamps, 8-byte WRITEs a slot apart, travel as one run entry of 8 bytes
+// each after a 16-byte entry header (a lossy ring's StampBusy WRITEs too).
 // WRITE and SEND acknowledgements are cumulative, and the requester says
 // in each request when an answer is worth a write(2): soon for one
 // request in an eighth of its send queue (reqAckNow: when the input runs

@@ -1,8 +1,10 @@
 package tcp
 
+import "sync/atomic"
+
 // Outstanding is how many posted requests the peer has not answered yet,
 // for tests.
-func (q *QP) Outstanding() uint64 { return q.posted.Load() - q.consumed.Load() }
+func (q *QP) Outstanding() uint64 { return atomic.LoadUint64(&q.posted) - q.consumed.Load() }
 
 // SendIndex is where the next post lands in the QP's send buffer.
 func (q *QP) SendIndex() uint64 { return q.tx.w & q.tx.mask }

@@ -32,13 +32,31 @@ import (
 // is a request's, with seq the first WRITE's (the list's WRITEs are seq,
 // seq+1, …), rkey theirs, imm their count (1..listMaxCount), len the bytes
 // that follow (at most listMaxBytes and the peer's largest message), and
-// flags, raddr, arg1, arg2 zero. Then, per WRITE, in post order:
+// flags, raddr, arg1, arg2 zero. Then entries, in post order, each one
+// WRITE (plain) or a run of 8-byte WRITEs at a fixed stride (run):
 //
+//	plain:
 //	 0 u64 raddr
 //	 8 u32 len
 //	12 u8  flags (reqSignaled, reqAckNow; other bits 0)
-//	13 [3]byte reserved (0)
+//	13 u8  kind: elemPlain (0)
+//	14 u16 reserved (0)
 //	16 len payload bytes
+//
+//	run (handshake version 5):
+//	 0 u64 raddr of its first WRITE
+//	 8 u32 stride: WRITE j lands at raddr + j*stride (8 or more; one
+//	       past the top of the address space is refused, not wrapped)
+//	12 u8  flags: those of its WRITEs, OR'ed
+//	13 u8  kind: elemRun (1)
+//	14 u16 count of its WRITEs (2..listMaxCount)
+//	16 count*8 payload bytes: WRITE j's are bytes 8j..8j+7
+//
+// A run is how a ring batch's stamps travel (one 8-byte WRITE per slot, a
+// slot apart): 8 bytes per stamp on the wire instead of 24 (a 64-tick batch
+// of 96-byte slots: 6,728 bytes instead of 7,736). The list's WRITEs are
+// the entries' WRITEs in order, a run's in j order, so a stamp still lands
+// after the body WRITE before it and before the stamp after it.
 //
 // The responder checks the whole list before it applies any of it, then
 // applies and answers each WRITE as if it had come alone (a remote access
@@ -48,6 +66,21 @@ const (
 	listElemLen              = 16
 	listMaxCount             = 1 << 12
 	listMaxBytes             = 64 << 10
+)
+
+// minListBytes is the fewest bytes n WRITEs take in a list: one plain
+// entry, or one run.
+func minListBytes(n uint32) uint32 {
+	if n < 2 {
+		return listElemLen
+	}
+	return listElemLen + 8*n
+}
+
+// List entry kinds (byte 13 of an entry).
+const (
+	elemPlain uint8 = 0
+	elemRun   uint8 = 1
 )
 
 // Response, 24 bytes, then len bytes for a READ response:
@@ -82,9 +115,10 @@ const (
 // ackDelay (so the tail of a stream that stopped is answered long before
 // Config.AckTimeout).
 // ackNowBytes bounds how much input a responder reads past a reqAckNow
-// request before it answers: a sixth to a third of what a link-layer
-// writer's 2048-deep send queue holds in ring ticks (1024-2048 ticks of
-// 152-176 bytes on the wire).
+// request before it answers: about a third of what a link-layer writer's
+// 2048-deep send queue holds in ring ticks (1,024 single ticks of 176
+// bytes on the wire, or some 2,000 batched ones of 105 with their stamps
+// in runs).
 const ackNowBytes = 64 << 10
 
 const (
@@ -187,7 +221,7 @@ func decodeRequest(b []byte, maxMsg uint32) (request, error) {
 	case rdma.OpSend:
 		unused = r.raddr != 0 || r.rkey != 0 || r.arg1 != 0 || r.arg2 != 0
 	case opWriteList:
-		if r.imm == 0 || r.imm > listMaxCount || r.len < r.imm*listElemLen || r.len > listMaxBytes {
+		if r.imm == 0 || r.imm > listMaxCount || r.len < minListBytes(r.imm) || r.len > listMaxBytes {
 			return request{}, fmt.Errorf("%w: WRITE list of %d WRITEs in %d bytes", ErrFrame, r.imm, r.len)
 		}
 		unused = r.raddr != 0 || r.arg1 != 0 || r.arg2 != 0
@@ -200,33 +234,58 @@ func decodeRequest(b []byte, maxMsg uint32) (request, error) {
 	return r, nil
 }
 
-// listElem is one WRITE of a WRITE list.
+// listElem is one entry of a WRITE list: a plain WRITE (count 0) of len
+// bytes at raddr, or a run of count 8-byte WRITEs at raddr, raddr+stride, …
+// whose payload is len = 8*count bytes.
 type listElem struct {
-	raddr uint64
-	len   uint32
-	flags uint8
+	raddr  uint64
+	len    uint32
+	flags  uint8
+	count  uint16
+	stride uint32
 }
+
+// writes is how many WRITEs e carries.
+func (e *listElem) writes() uint32 { return max(1, uint32(e.count)) }
 
 func (e *listElem) put(b []byte) {
 	_ = b[listElemLen-1]
 	binary.LittleEndian.PutUint64(b, e.raddr)
-	binary.LittleEndian.PutUint32(b[8:], e.len)
-	b[12], b[13], b[14], b[15] = e.flags, 0, 0, 0
+	if e.count == 0 {
+		binary.LittleEndian.PutUint32(b[8:], e.len)
+		b[12], b[13], b[14], b[15] = e.flags, elemPlain, 0, 0
+		return
+	}
+	binary.LittleEndian.PutUint32(b[8:], e.stride)
+	b[12], b[13] = e.flags, elemRun
+	binary.LittleEndian.PutUint16(b[14:], e.count)
 }
 
-// nextElem decodes the WRITE at the start of list (the bytes after a WRITE
+// nextElem decodes the entry at the start of list (the bytes after a WRITE
 // list's header) and returns it, its payload and the rest of the list.
 func nextElem(list []byte) (listElem, []byte, []byte, error) {
 	if len(list) < listElemLen {
 		return listElem{}, nil, nil, fmt.Errorf("%w: WRITE list entry of %d bytes, want %d", ErrFrame, len(list), listElemLen)
 	}
-	e := listElem{
-		raddr: binary.LittleEndian.Uint64(list),
-		len:   binary.LittleEndian.Uint32(list[8:]),
-		flags: list[12],
+	e := listElem{raddr: binary.LittleEndian.Uint64(list), flags: list[12]}
+	if e.flags&^reqFlags != 0 {
+		return listElem{}, nil, nil, fmt.Errorf("%w: WRITE list entry flags %#x", ErrFrame, e.flags)
 	}
-	if e.flags&^reqFlags != 0 || list[13] != 0 || list[14] != 0 || list[15] != 0 {
-		return listElem{}, nil, nil, fmt.Errorf("%w: WRITE list entry flags %#x, reserved %x", ErrFrame, e.flags, list[13:16])
+	switch list[13] {
+	case elemPlain:
+		e.len = binary.LittleEndian.Uint32(list[8:])
+		if list[14] != 0 || list[15] != 0 {
+			return listElem{}, nil, nil, fmt.Errorf("%w: WRITE list entry reserved %x", ErrFrame, list[14:16])
+		}
+	case elemRun:
+		e.stride = binary.LittleEndian.Uint32(list[8:])
+		e.count = binary.LittleEndian.Uint16(list[14:])
+		if e.count < 2 || e.count > listMaxCount || e.stride < 8 {
+			return listElem{}, nil, nil, fmt.Errorf("%w: WRITE list run of %d WRITEs at stride %d", ErrFrame, e.count, e.stride)
+		}
+		e.len = 8 * uint32(e.count)
+	default:
+		return listElem{}, nil, nil, fmt.Errorf("%w: WRITE list entry of kind %d", ErrFrame, list[13])
 	}
 	rest := list[listElemLen:]
 	if uint64(e.len) > uint64(len(rest)) {
@@ -251,18 +310,25 @@ type listSpan struct {
 	flags  uint8
 }
 
-// scanList checks that list holds exactly n well-formed WRITEs, as
-// checkList, and returns their span.
+// scanList checks that list holds entries of exactly n well-formed WRITEs,
+// as checkList, and returns their span.
 func scanList(list []byte, n uint32) (listSpan, error) {
 	sp := listSpan{lo: ^uint64(0)}
-	for i := uint32(0); i < n; i++ {
+	for got := uint32(0); got < n; {
 		e, _, rest, err := nextElem(list)
 		if err != nil {
 			return listSpan{}, err
 		}
+		if got += e.writes(); got > n {
+			return listSpan{}, fmt.Errorf("%w: WRITE list of %d WRITEs has more", ErrFrame, n)
+		}
 		list = rest
-		end := e.raddr + uint64(e.len)
-		sp.wraps = sp.wraps || end < e.raddr
+		last, end := e.raddr, e.raddr+uint64(e.len)
+		if e.count > 0 {
+			last = e.raddr + uint64(e.count-1)*uint64(e.stride) // < 2^44 past raddr: no overflow but a wrap of the sum
+			end = last + 8
+		}
+		sp.wraps = sp.wraps || last < e.raddr || end < last
 		sp.lo, sp.hi = min(sp.lo, e.raddr), max(sp.hi, end)
 		sp.flags |= e.flags
 	}

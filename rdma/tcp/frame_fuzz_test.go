@@ -116,6 +116,12 @@ func TestHandshake_RoundTripAndRejects(t *testing.T) {
 	b[4] = 1
 	_, err = readHello(bytes.NewReader(b))
 	assert.ErrorIs(t, err, ErrHandshakeVersion)
+	b[4] = 4 // the last version: WRITE lists without runs
+	_, err = readHello(bytes.NewReader(b))
+	assert.ErrorIs(t, err, ErrHandshakeVersion)
+	assert.ErrorContains(t, err, "v4: WRITE lists without runs", "the old version refused by name")
+	_, _, _, err = decodeReply(func() []byte { r := marshalReply(hsOK, 9, [8]byte{1}); r[4] = 4; return r }())
+	assert.ErrorContains(t, err, "v4: WRITE lists without runs")
 	b = h.marshal()
 	b[0] = 'X'
 	_, err = readHello(bytes.NewReader(b))
@@ -225,10 +231,11 @@ func encodeList(es []listElem, payload func(i int) []byte) []byte {
 }
 
 func TestCheckList_RoundTripsAndRejectsGarbage(t *testing.T) {
-	es := []listElem{{raddr: 0x7f0000001008, len: 8120}, {raddr: 0x7f0000001000, len: 8, flags: reqSignaled}, {raddr: 64, len: 0, flags: reqAckNow}}
+	es := []listElem{{raddr: 0x7f0000001008, len: 8120}, {raddr: 0x7f0000001000, len: 8, flags: reqSignaled}, {raddr: 64, len: 0, flags: reqAckNow},
+		{raddr: 0x7f0000001000, len: 24, count: 3, stride: 96, flags: reqSignaled}}
 	pay := func(i int) []byte { return bytes.Repeat([]byte{byte(i + 1)}, int(es[i].len)) }
 	list := encodeList(es, pay)
-	require.NoError(t, checkList(list, 3))
+	require.NoError(t, checkList(list, 6))
 	rest := list
 	for i, want := range es {
 		e, p, r, err := nextElem(rest)
@@ -239,17 +246,24 @@ func TestCheckList_RoundTripsAndRejectsGarbage(t *testing.T) {
 	}
 	assert.Empty(t, rest)
 	bad := func(edit func(b []byte) []byte) []byte { return edit(append([]byte(nil), list...)) }
+	run := len(list) - listElemLen - 24 // the run's entry
 	for name, b := range map[string][]byte{
-		"count too high":   list,
-		"short entry":      list[:listElemLen-1],
-		"unknown flag":     bad(func(b []byte) []byte { b[12] = 4; return b }),
-		"reserved byte":    bad(func(b []byte) []byte { b[15] = 1; return b }),
-		"payload too long": bad(func(b []byte) []byte { b[8] = 0xff; b[9] = 0xff; return b }),
-		"trailing bytes":   append(append([]byte(nil), list...), 0),
+		"count too high":      list,
+		"short entry":         list[:listElemLen-1],
+		"unknown flag":        bad(func(b []byte) []byte { b[12] = 4; return b }),
+		"reserved byte":       bad(func(b []byte) []byte { b[15] = 1; return b }),
+		"unknown kind":        bad(func(b []byte) []byte { b[13] = 2; return b }),
+		"payload too long":    bad(func(b []byte) []byte { b[8] = 0xff; b[9] = 0xff; return b }),
+		"trailing bytes":      append(append([]byte(nil), list...), 0),
+		"run of one":          bad(func(b []byte) []byte { b[run+14] = 1; return b }),
+		"run past the count":  bad(func(b []byte) []byte { b[run+14] = 4; return append(b, make([]byte, 8)...) }),
+		"run overlapping":     bad(func(b []byte) []byte { b[run+8] = 7; return b }),
+		"run longer than all": bad(func(b []byte) []byte { b[run+15] = 1; return b }),
+		"run flags":           bad(func(b []byte) []byte { b[run+12] = 8; return b }),
 	} {
-		n := uint32(3)
+		n := uint32(6)
 		if name == "count too high" {
-			n = 4
+			n = 7
 		}
 		assert.ErrorIs(t, checkList(b, n), ErrFrame, name)
 	}
@@ -263,6 +277,9 @@ func FuzzCheckList(f *testing.F) {
 	f.Add([]byte{}, uint8(1))
 	f.Add(make([]byte, listElemLen), uint8(0))
 	f.Add(encodeList([]listElem{{raddr: ^uint64(0) - 3, len: 8}, {raddr: 16, len: 0}}, func(i int) []byte { return make([]byte, 8*(1-i)) }), uint8(2))
+	f.Add(encodeList([]listElem{{raddr: 8, len: 88}, {raddr: 0, len: 16, count: 2, stride: 96, flags: reqSignaled}}, func(i int) []byte { return make([]byte, 88-72*i) }), uint8(3))
+	f.Add(encodeList([]listElem{{raddr: ^uint64(0) - 100, len: 24, count: 3, stride: 40}}, func(int) []byte { return make([]byte, 24) }), uint8(3))
+	f.Add(encodeList([]listElem{{raddr: 64, len: 8 * listMaxCount, count: listMaxCount, stride: 1 << 31}}, func(int) []byte { return make([]byte, 8*listMaxCount) }), uint8(255))
 	f.Fuzz(func(t *testing.T, b []byte, n uint8) {
 		if err := checkList(b, uint32(n)); err != nil {
 			if !errors.Is(err, ErrFrame) {
@@ -287,8 +304,17 @@ func FuzzCheckList(f *testing.F) {
 			out = append(append(out, eh[:]...), p...)
 			rest = r
 			// The span covers every WRITE (or says one wraps).
-			end := e.raddr + uint64(e.len)
-			want.wraps = want.wraps || end < e.raddr
+			last, end := e.raddr, e.raddr+uint64(e.len)
+			if e.count > 0 {
+				i += int(e.count) - 1
+				for j := uint64(1); j < uint64(e.count); j++ {
+					next := last + uint64(e.stride)
+					want.wraps = want.wraps || next < last
+					last = next
+				}
+				end = last + 8
+			}
+			want.wraps = want.wraps || end < last
 			want.lo, want.hi, want.flags = min(want.lo, e.raddr), max(want.hi, end), want.flags|e.flags
 		}
 		if !bytes.Equal(out, b) || len(rest) != 0 {

@@ -21,7 +21,7 @@ import (
 // Hello, 36 bytes then host id (0..255 bytes), little endian:
 //
 //	 0 [4]byte magic "TBQP"
-//	 4 u8  version (4)
+//	 4 u8  version (5)
 //	 5 u8  len, host id
 //	 6 u16 reserved (0)
 //	 8 u32 target QPN
@@ -33,18 +33,33 @@ import (
 // Reply, 20 bytes:
 //
 //	0 [4]byte magic "TBQP"
-//	4 u8  version (4)
+//	4 u8  version (5)
 //	5 u8  status (hsOK, …)
 //	6 u16 reserved (0)
 //	8 u32 the target's largest message
 //	12 [8]byte MAC (hsOK only, else 0): HMAC-SHA256(target nonce, "TBQP reply" + bytes 5..11 + the hello's MAC), first 8 bytes
 const (
-	handshakeVersion = 4 // 3: request flags (frame.go); 4: reqAckNow, no ACK every 64
+	handshakeVersion = 5 // 3: request flags (frame.go); 4: reqAckNow, no ACK every 64; 5: runs in WRITE lists
 	helloLen         = 36
 	replyLen         = 20
 )
 
 var magic = [4]byte{'T', 'B', 'Q', 'P'}
+
+// versionName names a handshake version this one refuses, so that an
+// operator mixing builds reads what the peer lacks.
+func versionName(v uint8) string {
+	switch v {
+	case 4:
+		return "v4: WRITE lists without runs of 8-byte WRITEs"
+	case 3:
+		return "v3: request flags without reqAckNow"
+	}
+	if v < handshakeVersion {
+		return "an older build"
+	}
+	return "a newer build"
+}
 
 // Handshake statuses.
 const (
@@ -124,7 +139,7 @@ func readHello(r io.Reader) (hello, error) {
 		return hello{}, fmt.Errorf("%w: bad magic %q", ErrHandshake, b[:4])
 	}
 	if b[4] != handshakeVersion {
-		return hello{}, fmt.Errorf("%w: version %d, want %d", ErrHandshakeVersion, b[4], handshakeVersion)
+		return hello{}, fmt.Errorf("%w: version %d (%s), want %d", ErrHandshakeVersion, b[4], versionName(b[4]), handshakeVersion)
 	}
 	if b[6] != 0 || b[7] != 0 {
 		return hello{}, fmt.Errorf("%w: reserved hello bytes %x", ErrHandshake, b[6:8])
@@ -168,7 +183,7 @@ func decodeReply(b []byte) (uint8, uint32, [8]byte, error) {
 		return 0, 0, mac, fmt.Errorf("%w: bad reply magic %q", ErrHandshake, b[:4])
 	}
 	if b[4] != handshakeVersion {
-		return 0, 0, mac, fmt.Errorf("%w: reply version %d, want %d", ErrHandshakeVersion, b[4], handshakeVersion)
+		return 0, 0, mac, fmt.Errorf("%w: reply version %d (%s), want %d", ErrHandshakeVersion, b[4], versionName(b[4]), handshakeVersion)
 	}
 	if b[6] != 0 || b[7] != 0 || b[5] > hsBadVersion {
 		return 0, 0, mac, fmt.Errorf("%w: malformed reply %x", ErrHandshake, b)

@@ -11,7 +11,7 @@ import (
 // postOnly is a QP in RTS with no connection, flusher or reaper: what a
 // post costs the posting goroutine alone. After each post the benchmark
 // plays the flusher and the reaper (everything written and answered).
-func postOnly(b *testing.B, depth int) (*QP, rdma.MemoryRegion, rdma.MemoryRegion) {
+func postOnly(b testing.TB, depth int) (*QP, rdma.MemoryRegion, rdma.MemoryRegion) {
 	d, err := Open(Config{})
 	if err != nil {
 		b.Fatal(err)

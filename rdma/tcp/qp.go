@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tickbus/tickbus/internal/release"
 	"github.com/tickbus/tickbus/rdma"
 )
 
@@ -43,8 +44,11 @@ type QP struct {
 	// consumed (the watchdog Loads it). An entry is free again once a
 	// completion at or after it is polled: the poller stores retired,
 	// PostSend Loads it for the full check.
-	_        [64]byte
-	posted   atomic.Uint64
+	_ [64]byte
+	// posted: atomic loads; the batch's store is a release store (a plain
+	// MOV on amd64, release.Store64): the post's publish (wpos, an XCHG)
+	// right after it makes it visible before anything can answer it.
+	posted   uint64
 	_        [56]byte
 	consumed atomic.Uint64
 	_        [56]byte
@@ -54,7 +58,7 @@ type QP struct {
 	sqDst    []sqDst // by the same index as sq
 	sqMask   uint64
 	sqDepth  uint64
-	postBusy atomic.Bool
+	postBusy uint64 // 1 while a post (or Close) runs: spinAcquire, then released by postDone
 	// ackStride: one WRITE or SEND in this many asks for an answer at once
 	// (reqAckNow), an eighth of the send queue; sinceAck counts them.
 	// Posting goroutine only.
@@ -70,6 +74,11 @@ type QP struct {
 	// npos is the next post index: posted, or ahead of it by the requests
 	// of a PostSendBatch, which stores posted once before it publishes.
 	npos uint64
+	// The poster's fields above (written per request) and the reaper's
+	// below (cmu, compTail, unused: written per response) on lines of
+	// their own: WRITE lists' state put npos and credits on cmu's line,
+	// a line moving between the cores at every response.
+	_ [64]byte
 	// due counts the READs and atomics posted and not completed: answers a
 	// poster waits for, which the reaper spins for (answerDue).
 	due atomic.Int64
@@ -88,7 +97,7 @@ type QP struct {
 	rq         []rdma.RecvRequest
 	rqMask     uint64
 	rqDepth    uint64
-	recvBusy   atomic.Bool
+	recvBusy   uint64 // as postBusy, for PostRecv
 	rmu        sync.Mutex
 
 	// Set under mu before state becomes RTS; read by PostSend after it loads
@@ -418,7 +427,7 @@ func (q *QP) drain() {
 	defer q.cmu.Unlock()
 	for {
 		pos := q.consumed.Load()
-		if pos == q.posted.Load() {
+		if pos == atomic.LoadUint64(&q.posted) {
 			return
 		}
 		e := &q.sq[pos&q.sqMask]
@@ -491,7 +500,7 @@ func (q *QP) checkProgress(now time.Time, timeout time.Duration) {
 		return
 	}
 	c := q.consumed.Load()
-	if c == q.posted.Load() || c != q.wdConsumed || q.wdSince.IsZero() {
+	if c == atomic.LoadUint64(&q.posted) || c != q.wdConsumed || q.wdSince.IsZero() {
 		q.wdConsumed, q.wdSince = c, now
 		return
 	}
@@ -514,7 +523,7 @@ func (q *QP) Close() error {
 		q.mu.Unlock()
 		if prev == rdma.QPReadyToSend {
 			deadline := time.Now().Add(q.dev.cfg.CloseLinger)
-			for q.consumed.Load() != q.posted.Load() && time.Now().Before(deadline) {
+			for q.consumed.Load() != atomic.LoadUint64(&q.posted) && time.Now().Before(deadline) {
 				select {
 				case <-q.reapDone:
 					deadline = time.Time{} // the connection is gone: nothing more will be answered
@@ -525,7 +534,7 @@ func (q *QP) Close() error {
 		spinAcquire(&q.postBusy) // a post now sees CLOSED before it reserves
 		q.scq.give(q.credits)
 		q.credits = 0
-		q.postBusy.Store(false)
+		postDone(&q.postBusy)
 		q.mu.Lock()
 		q.failStatus.Store(uint32(rdma.StatusFlushed))
 		q.stopped.Store(true) // PostSend Loads it after publishing
@@ -549,8 +558,13 @@ func (q *QP) Close() error {
 }
 
 // spinAcquire takes a posting flag; uncontended it is one CAS.
-func spinAcquire(f *atomic.Bool) {
-	for !f.CompareAndSwap(false, true) {
+func spinAcquire(f *uint64) {
+	for !atomic.CompareAndSwapUint64(f, 0, 1) {
 		runtime.Gosched()
 	}
 }
+
+// postDone releases what spinAcquire took: a release store, not an XCHG
+// (nothing after it must wait for it to be seen); the next CAS pairs with
+// it.
+func postDone(f *uint64) { release.Store64(f, 0) }

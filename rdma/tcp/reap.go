@@ -56,10 +56,10 @@ func (q *QP) onResponse(br *bufio.Reader, r response) error {
 	// WRITEs and SENDs that succeeded: most of them unsignalled, which
 	// complete silently, so consumed is stored once per run of them (and
 	// before any completion is pushed), not per request.
-	pos, posted := q.consumed.Load(), q.posted.Load()
+	pos, posted := q.consumed.Load(), atomic.LoadUint64(&q.posted)
 	for {
 		if pos == posted {
-			if posted = q.posted.Load(); pos == posted { // pairs with postSend's Store
+			if posted = atomic.LoadUint64(&q.posted); pos == posted { // pairs with postSend's Store
 				q.consumed.Store(pos)
 				return fmt.Errorf("%w: response for seq %d, none outstanding", ErrFrame, r.seq)
 			}

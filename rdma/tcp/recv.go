@@ -20,7 +20,7 @@ func (q *QP) PostRecv(rr *rdma.RecvRequest) error {
 	}
 	spinAcquire(&q.recvBusy)
 	err := q.postRecv(rr)
-	q.recvBusy.Store(false)
+	postDone(&q.recvBusy)
 	return err
 }
 

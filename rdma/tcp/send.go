@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 
+	"github.com/tickbus/tickbus/internal/release"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/rdma/internal/handoff"
 )
@@ -30,7 +31,7 @@ func (q *QP) PostSend(wr *rdma.WorkRequest) error {
 	if queued {
 		q.publish()
 	}
-	q.postBusy.Store(false)
+	postDone(&q.postBusy)
 	return err
 }
 
@@ -42,7 +43,8 @@ var _ rdma.BatchPoster = (*QP)(nil)
 // flusher that woke between them, and the batch pays one posting flag and
 // one publish. Consecutive WRITEs to one region go as one WRITE list
 // (frame.go): one frame for the responder to decode, 16 bytes of header
-// per WRITE instead of 48.
+// per WRITE instead of 48, and 8-byte WRITEs at a fixed stride (a ring's
+// stamps) joined into one run entry, with no header of their own.
 func (q *QP) PostSendBatch(wrs []rdma.WorkRequest) (int, error) {
 	spinAcquire(&q.postBusy)
 	q.rewind()
@@ -54,6 +56,13 @@ func (q *QP) PostSendBatch(wrs []rdma.WorkRequest) (int, error) {
 		q.credits += q.scq.take(need + q.scq.stash) // one atomic for many requests, not one per request
 	}
 	for n < len(wrs) {
+		if q.list.tail == tailOther {
+			// not a run's next WRITE: postSend (postRun would say 0)
+		} else if k := q.postRun(wrs[n:]); k > 0 {
+			n += k
+			unpublished = true
+			continue
+		}
 		join := n+1 < len(wrs) && listable(&wrs[n], &wrs[n+1])
 		var queued bool
 		if queued, err = q.postSend(&wrs[n], unpublished, join); err != nil {
@@ -64,13 +73,13 @@ func (q *QP) PostSendBatch(wrs []rdma.WorkRequest) (int, error) {
 	}
 	q.closeList()
 	q.endBatch()
-	if q.posted.Load() != q.npos {
-		q.posted.Store(q.npos) // once per batch, before the flusher has its frames: pairs with the Loads in reap and drain
+	if q.posted != q.npos { // the poster's own word: only it stores posted
+		release.Store64(&q.posted, q.npos) // once per batch, before the flusher has its frames (publish's XCHG orders it): pairs with the Loads in reap and drain
 	}
 	if unpublished {
 		q.publish()
 	}
-	q.postBusy.Store(false)
+	postDone(&q.postBusy)
 	return n, err
 }
 
@@ -101,6 +110,124 @@ type openList struct {
 	rkey  uint32
 	count uint32
 	bytes uint32
+	// The last entry: its header's place, the address of its last WRITE,
+	// its kind (a plain 8-byte WRITE or a run can grow into or by a run),
+	// and a run's stride and count so far.
+	last   uint64
+	lastAt uint64
+	tail   uint8 // tailOther, tailWord (plain, 8 bytes) or tailRun
+	stride uint64
+	runN   uint16
+	flags  uint8 // the last entry's flags
+}
+
+// What the last entry of an open WRITE list can become (openList.tail).
+const (
+	tailOther uint8 = iota
+	tailWord
+	tailRun
+)
+
+// extend adds an 8-byte WRITE at raddr with flags and payload p to the
+// open list's last entry when it makes (or continues) a run (frame.go):
+// 8 bytes on the wire instead of 24. It reports whether it did. The list
+// has room for it (the caller checked). The run's header is written once,
+// by seal, when the run ends.
+func (q *QP) extend(raddr uint64, flags uint8, p []byte) bool {
+	l := &q.list
+	switch {
+	case l.tail == tailRun && raddr-l.last == l.stride && raddr > l.last && l.runN < listMaxCount:
+		l.runN++
+	case l.tail == tailWord && raddr > l.last && raddr-l.last >= 8 && raddr-l.last <= 1<<32-1:
+		l.tail, l.stride, l.runN = tailRun, raddr-l.last, 2
+	default:
+		return false
+	}
+	l.flags |= flags
+	l.last = raddr
+	q.tx.writeWord(p)
+	l.count++
+	l.bytes += 8
+	return true
+}
+
+// postRun is postSend for the WRITEs at the start of wrs that extend the
+// open list's last entry into or along a run (extend): 8-byte WRITEs to
+// the list's region from the region the batch keeps pinned, a stride
+// apart, such as a ring batch's stamps. Their checks are postSend's, with
+// the room (send queue, completion credits, send buffer, list limits)
+// taken once for the run instead of once per WRITE. It returns how many
+// it queued; 0 leaves the next to postSend.
+func (q *QP) postRun(wrs []rdma.WorkRequest) int {
+	l, p := &q.list, q.pin
+	if !l.open || l.tail == tailOther || p == nil || rdma.QPState(q.state.Load()) != rdma.QPReadyToSend {
+		return 0
+	}
+	pos := q.npos
+	k := uint64(len(wrs))
+	k = min(k, q.sqDepth-(pos-q.retired.Load()), uint64(q.credits))
+	k = min(k, q.tx.room(8*k)/8)
+	if lim := uint64(min(listMaxBytes, q.maxMsg)); uint64(l.bytes)+listElemLen < lim {
+		k = min(k, uint64(listMaxCount-l.count), (lim-uint64(l.bytes)-listElemLen)/8)
+	} else {
+		k = 0
+	}
+	i := uint64(0)
+run:
+	for ; i < k; i++ {
+		wr := &wrs[i]
+		raddr := wr.Remote.Addr
+		if wr.Op != rdma.OpWrite || wr.Local.Len != 8 || wr.Remote.RKey != l.rkey || wr.Flags&rdma.FlagInline != 0 || wr.Local.LKey != p.lkey {
+			break
+		}
+		switch {
+		case l.tail == tailRun && raddr-l.last == l.stride && raddr > l.last && l.runN < listMaxCount:
+			l.runN++
+		case l.tail == tailWord && raddr > l.last && raddr-l.last >= 8 && raddr-l.last <= 1<<32-1:
+			l.tail, l.stride, l.runN = tailRun, raddr-l.last, 2
+		default:
+			break run
+		}
+		src, ok := p.span(wr.Local.Addr, 8)
+		if !ok {
+			l.runN-- // postSend completes it with its local error; the run stays as it was
+			if l.runN < 2 {
+				l.tail = tailWord
+			}
+			break run
+		}
+		signaled := q.cfg.SignalAll || wr.Flags&rdma.FlagSignaled != 0
+		l.flags |= q.ackFlags(pos+i, signaled)
+		l.last = raddr
+		q.tx.writeWord(src)
+		l.count++
+		l.bytes += 8
+		q.sq[(pos+i)&q.sqMask] = sqEntry{id: wr.ID, op: rdma.OpWrite, len: 8, signaled: signaled}
+	}
+	q.credits -= int(i)
+	q.npos = pos + i
+	return int(i)
+}
+
+// seal writes the header of the open list's last entry if it grew into a
+// run: its stride, OR'ed flags, kind and count over the plain entry it
+// started as. Before any other entry, and before closeList patches the
+// list's header.
+func (q *QP) seal() {
+	l := &q.list
+	if l.tail != tailRun {
+		return
+	}
+	var hd [8]byte
+	binary.LittleEndian.PutUint32(hd[:], uint32(l.stride))
+	hd[4], hd[5] = l.flags, elemRun
+	binary.LittleEndian.PutUint16(hd[6:], l.runN)
+	if t := q.tx; (l.lastAt+8)&t.mask+8 <= uint64(len(t.buf)) {
+		binary.LittleEndian.PutUint64(t.buf[(l.lastAt+8)&t.mask:], binary.LittleEndian.Uint64(hd[:])) // no wrap: one 8-byte store
+	} else {
+		t.writeAt(l.lastAt+8, hd[:])
+	}
+	l.tail = tailOther
 }
 
 // publish hands what postSend queued to the flusher.
@@ -212,15 +339,15 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 		}
 		q.closeList()
 		if unpublished {
-			q.posted.Store(pos) // the batch's earlier requests, before the flusher has them
-			q.publish()         // they go first, as posted
+			atomic.StoreUint64(&q.posted, pos) // the batch's earlier requests, before the flusher has them
+			q.publish()                        // they go first, as posted
 		}
 		// As in verbs, a local error completes the request and moves the
 		// QP to ERR; earlier requests complete StatusFlushed.
 		e.status, e.preset, e.len = st, true, 0
 		q.sq[pos&q.sqMask] = e
 		q.npos = pos + 1
-		q.posted.Store(pos + 1) // pairs with drain's Load; covers the batch's earlier requests
+		atomic.StoreUint64(&q.posted, pos+1) // pairs with drain's Load; covers the batch's earlier requests
 		q.fail(rdma.StatusFlushed, errLocal)
 		q.drain() // in case the QP was already in ERR and fail did nothing
 		return false, nil
@@ -234,11 +361,11 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 	need := uint64(reqHeaderLen + len(payload))
 	switch {
 	case l.open:
-		need = listElemLen + uint64(len(payload))
+		need = listElemLen + uint64(len(payload)) // or 8 less than that, when it joins a run
 	case opening:
 		need += listElemLen
 	}
-	if t.free() < need {
+	if t.room(need) < need {
 		if src != nil {
 			src.release()
 		}
@@ -254,17 +381,24 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 			h.put(hdr[:])
 			t.write(hdr[:])
 		}
-		el := listElem{raddr: r.raddr, len: r.len, flags: r.flags}
-		if i := t.w & t.mask; i+listElemLen <= uint64(len(t.buf)) {
-			el.put(t.buf[i:]) // no wrap: straight into the buffer
-			t.w += listElemLen
-		} else {
-			el.put(hdr[:listElemLen])
-			t.write(hdr[:listElemLen])
+		if opening || r.len != 8 || !q.extend(r.raddr, r.flags, payload) {
+			q.seal()
+			el := listElem{raddr: r.raddr, len: r.len, flags: r.flags}
+			l.lastAt, l.last, l.flags, l.tail = t.w, r.raddr, r.flags, tailOther
+			if r.len == 8 {
+				l.tail = tailWord
+			}
+			if i := t.w & t.mask; i+listElemLen <= uint64(len(t.buf)) {
+				el.put(t.buf[i:]) // no wrap: straight into the buffer
+				t.w += listElemLen
+			} else {
+				el.put(hdr[:listElemLen])
+				t.write(hdr[:listElemLen])
+			}
+			t.write(payload)
+			l.count++
+			l.bytes += listElemLen + r.len
 		}
-		t.write(payload)
-		l.count++
-		l.bytes += listElemLen + r.len
 	default:
 		r.put(hdr[:])
 		t.write(hdr[:])
@@ -280,7 +414,7 @@ func (q *QP) postSend(wr *rdma.WorkRequest, unpublished, join bool) (queued bool
 	q.sq[pos&q.sqMask] = e
 	q.npos = pos + 1
 	if !q.inBatch {
-		q.posted.Store(pos + 1) // pairs with the Loads in reap and drain
+		release.Store64(&q.posted, pos+1) // pairs with the Loads in reap and drain; PostSend's publish (an XCHG) follows
 	}
 	return true, nil
 }
@@ -388,7 +522,7 @@ func (q *QP) checkLocal(sge rdma.SGE, need rdma.Access, n uint32) rdma.Status {
 func (q *QP) enqueueFailed(pos uint64, e sqEntry) {
 	q.sq[pos&q.sqMask] = e
 	q.npos = pos + 1
-	q.posted.Store(pos + 1) // pairs with drain's Load; covers the batch's earlier requests
+	atomic.StoreUint64(&q.posted, pos+1) // pairs with drain's Load; covers the batch's earlier requests
 	q.drain()
 }
 
@@ -404,6 +538,7 @@ func (q *QP) rewind() {
 		t.skipFrom.Store(t.w) // before wpos: the flusher Loads them after it
 		t.skipTo.Store(next)
 		t.w = next
+		t.rseen = next // everything was written: all of the buffer is free
 	}
 }
 
@@ -417,9 +552,11 @@ type txRing struct {
 	buf  []byte
 	mask uint64
 	w    uint64 // producer's cursor, published as wpos
-	// jumpFrom, jumpTo: the producer's copy of its last rewind (free).
+	// jumpFrom, jumpTo: the producer's copy of its last rewind (room);
+	// rseen: the flusher's position as the producer last loaded it (room).
 	jumpFrom, jumpTo uint64
-	_                [48]byte
+	rseen            uint64
+	_                [40]byte
 	wpos             atomic.Uint64 // Store by the producer, Load by the flusher
 	_                [56]byte
 	rpos             atomic.Uint64 // Store by the flusher, Load by the producer
@@ -439,12 +576,32 @@ func newTxRing(size int) *txRing {
 	return &txRing{buf: make([]byte, size), mask: uint64(size - 1), wake: make(chan struct{}, 1)}
 }
 
-func (t *txRing) free() uint64 {
+// room returns how many bytes are free, at least need if they are: from
+// the flusher's position the producer last saw (rseen) while that shows
+// enough, and only otherwise from rpos. rpos is stored by the flusher after
+// every write(2), so loading it per post was a cache miss per post on a
+// line the other core had just written; a position seen earlier is never
+// ahead of the real one, so the answer errs only on the side of a reload.
+func (t *txRing) room(need uint64) uint64 {
+	if f := uint64(len(t.buf)) - (t.w - t.rseen); f >= need {
+		return f
+	}
 	r := t.rpos.Load() // pairs with the flusher's Store
 	if r == t.jumpFrom {
 		r = t.jumpTo // a rewind the flusher has not reached: all of it was free
 	}
+	t.rseen = r
 	return uint64(len(t.buf)) - (t.w - r)
+}
+
+// writeWord is write of 8 bytes, with one store where they do not wrap.
+func (t *txRing) writeWord(b []byte) {
+	if i := t.w & t.mask; i+8 <= uint64(len(t.buf)) {
+		binary.LittleEndian.PutUint64(t.buf[i:], binary.LittleEndian.Uint64(b))
+		t.w += 8
+		return
+	}
+	t.write(b)
 }
 
 func (t *txRing) write(b []byte) {
@@ -464,12 +621,19 @@ func (q *QP) closeList() {
 	if !l.open {
 		return
 	}
+	q.seal()
 	l.open = false
+	t := q.tx
+	if i := l.hdr & t.mask; i+reqHeaderLen <= uint64(len(t.buf)) { // the header does not wrap: two stores, not two copies
+		binary.LittleEndian.PutUint32(t.buf[i+4:], l.bytes)  // the header's len
+		binary.LittleEndian.PutUint32(t.buf[i+28:], l.count) // the header's imm: the count
+		return
+	}
 	var patch [4]byte
 	binary.LittleEndian.PutUint32(patch[:], l.bytes)
-	q.tx.writeAt(l.hdr+4, patch[:]) // the header's len
+	t.writeAt(l.hdr+4, patch[:])
 	binary.LittleEndian.PutUint32(patch[:], l.count)
-	q.tx.writeAt(l.hdr+28, patch[:]) // the header's imm: the count
+	t.writeAt(l.hdr+28, patch[:])
 }
 
 // writeAt overwrites the bytes at cursor pos (written, not yet published)

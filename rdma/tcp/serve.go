@@ -249,8 +249,18 @@ func (s *responder) applyList(h *request, list []byte) error {
 	// in the hull. The list is well formed (scanList): entries are read
 	// without checks.
 	b, base := reg.b, reg.addr
-	for i := uint32(0); i < h.imm; i++ {
+	for len(list) > 0 {
 		raddr := binary.LittleEndian.Uint64(list) - base
+		if list[13] == elemRun {
+			stride := uint64(binary.LittleEndian.Uint32(list[8:]))
+			p := list[listElemLen : listElemLen+8*int(binary.LittleEndian.Uint16(list[14:]))]
+			for ; len(p) >= 8; p = p[8:] {
+				putBytes(b[raddr:raddr+8:raddr+8], p[:8])
+				raddr += stride
+			}
+			list = list[listElemLen+8*int(binary.LittleEndian.Uint16(list[14:])):]
+			continue
+		}
 		ln := uint64(binary.LittleEndian.Uint32(list[8:]))
 		putBytes(b[raddr:raddr+ln:raddr+ln], list[listElemLen:listElemLen+ln])
 		list = list[listElemLen+ln:]
@@ -267,24 +277,31 @@ func (s *responder) applyList(h *request, list []byte) error {
 // before it applied and answered. reg is pinned by the caller.
 func (s *responder) applyEach(h *request, list []byte, reg *region, g grantSpan, confined bool) error {
 	w := request{op: rdma.OpWrite, seq: h.seq, rkey: h.rkey}
-	for i := uint32(0); i < h.imm; i++ {
+	for len(list) > 0 {
 		e, payload, rest, _ := nextElem(list) // checked by scanList
 		list = rest
 		w.flags, w.len, w.raddr = e.flags, e.len, e.raddr
-		n := uint64(w.len)
-		in := !confined || w.raddr >= g.lo && n <= g.hi-g.lo && w.raddr-g.lo <= g.hi-g.lo-n
-		var dst []byte
-		if in {
-			dst, in = reg.span(w.raddr, n)
+		if e.count > 0 {
+			w.len = 8
 		}
-		if !in {
-			return s.refuse(&w, rdma.StatusRemoteAccess)
+		for j := uint32(0); j < e.writes(); j++ {
+			n := uint64(w.len)
+			in := w.raddr >= e.raddr && (!confined || w.raddr >= g.lo && n <= g.hi-g.lo && w.raddr-g.lo <= g.hi-g.lo-n)
+			var dst []byte
+			if in {
+				dst, in = reg.span(w.raddr, n)
+			}
+			if !in {
+				return s.refuse(&w, rdma.StatusRemoteAccess)
+			}
+			putBytes(dst, payload[:n])
+			payload = payload[n:]
+			s.ackUpto = w.seq
+			s.wanted = s.wanted || w.flags&reqSignaled != 0
+			s.now = s.now || w.flags&reqAckNow != 0
+			w.seq++
+			w.raddr += uint64(e.stride) // a run's next WRITE (a plain entry has one); one past the top wraps below e.raddr and is refused
 		}
-		putBytes(dst, payload)
-		s.ackUpto = w.seq
-		s.wanted = s.wanted || w.flags&reqSignaled != 0
-		s.now = s.now || w.flags&reqAckNow != 0
-		w.seq++
 	}
 	return nil
 }
