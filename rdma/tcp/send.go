@@ -135,6 +135,21 @@ const (
 // by seal, when the run ends.
 func (q *QP) extend(raddr uint64, flags uint8, p []byte) bool {
 	l := &q.list
+	if !l.runOn(raddr) {
+		return false
+	}
+	l.flags |= flags
+	l.last = raddr
+	q.tx.writeWord(p)
+	l.count++
+	l.bytes += 8
+	return true
+}
+
+// runOn counts an 8-byte WRITE at raddr into the list's last entry when
+// it continues that entry's run, or starts one from a lone 8-byte WRITE
+// (a stride up to 4 GiB, upwards only); it reports whether it did.
+func (l *openList) runOn(raddr uint64) bool {
 	switch {
 	case l.tail == tailRun && raddr-l.last == l.stride && raddr > l.last && l.runN < listMaxCount:
 		l.runN++
@@ -143,11 +158,6 @@ func (q *QP) extend(raddr uint64, flags uint8, p []byte) bool {
 	default:
 		return false
 	}
-	l.flags |= flags
-	l.last = raddr
-	q.tx.writeWord(p)
-	l.count++
-	l.bytes += 8
 	return true
 }
 
@@ -180,12 +190,7 @@ run:
 		if wr.Op != rdma.OpWrite || wr.Local.Len != 8 || wr.Remote.RKey != l.rkey || wr.Flags&rdma.FlagInline != 0 || wr.Local.LKey != p.lkey {
 			break
 		}
-		switch {
-		case l.tail == tailRun && raddr-l.last == l.stride && raddr > l.last && l.runN < listMaxCount:
-			l.runN++
-		case l.tail == tailWord && raddr > l.last && raddr-l.last >= 8 && raddr-l.last <= 1<<32-1:
-			l.tail, l.stride, l.runN = tailRun, raddr-l.last, 2
-		default:
+		if !l.runOn(raddr) {
 			break run
 		}
 		src, ok := p.span(wr.Local.Addr, 8)
