@@ -51,18 +51,26 @@
 // What the tail is made of (2 cores, two hot threads per case: any other
 // work displaces one of them, and a paced tick waits for it). Measured on
 // 2026-12-01 from the slow ticks' times (.slow.csv, below): in the tickbus
-// case the slow ticks came in bursts of 300-900 µs in a 250 ms cycle, three
-// per cycle, the bus's heartbeats (bus.Config.HeartbeatInterval, then 250 ms) of
-// its three nodes (this process hosts NATS and a Client; each child has one),
-// each signed by its sender and checked (ed25519, 62 µs here) by every other
+// case the slow ticks came in bursts of 300-900 µs on the bus's heartbeat
+// cycle (bus.Config.HeartbeatInterval, then 250 ms, 500 ms since), each
+// heartbeat signed by its sender and checked (ed25519) by every other
 // node; with the interval at 2.5 s (a test build only) p99 went from 206 to
-// 71 µs while the floor's went from 30 to 56 µs (load 2; 639 -> 120 against
-// 110 -> 49 at load 5). The default is 500 ms since. The floor's and the jitter probe's processes run no
-// bus, so a tickbus p99 beside theirs includes the control plane's cost, as
-// a deployment on so few cores would. (With Config.Scaling the tickbus
-// case's Client, this process's, stays up through the later cases for the
-// scaling runs; any other tickbus node on the host heartbeats on the same
-// period and shows in every case's slow ticks.)
+// 71 µs while the floor's went from 30 to 56 µs (load 2). Since 2026-12-02
+// this process runs a bare nats-server (JetStream, a token) for the tickbus
+// cases, not a bus node: the bus's nodes are the publisher's and the
+// subscribers', as in a deployment; a tickbus publisher starts its run once
+// every subscriber has attached the home's journal and its credit cell
+// (those attaches had landed inside the paced run); and every child collects
+// its start-up garbage before its loop. The floor's and the jitter probe's
+// processes run no bus, so a tickbus p99 beside theirs includes the control
+// plane's cost, as a deployment on so few cores would. Any other tickbus
+// node on the host heartbeats on the same period and shows in every case's
+// slow ticks. The floor's own p99 over the jitter probe's is the idle
+// strategy's: every runtime.Gosched of a yielding poller wakes the idle P's
+// thread (futex) onto the core the peer polls on, which the probe's two
+// busy goroutines never do (perf stat: 1.2-1.9 M futex calls in a floor
+// run against 223 in the probe's); rdma.Yield Goscheds once in 64 idle
+// steps since (once in 8 while a tcp queue pair is open).
 //
 // Runs go one after another, never concurrently; every loop and wait is
 // bounded by a deadline; every child is stopped (killed if it hangs) when

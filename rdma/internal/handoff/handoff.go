@@ -2,8 +2,9 @@
 // was just readied (a parked flusher woken by a post) and waits for a
 // scheduler slot, so that its next idle step lets it run at once.
 //
-// Why: rdma.Yield calls runtime.Gosched only about once in 8 idle
-// steps (each Gosched wakes an idle P's thread). A goroutine readied by a
+// Why: rdma.Yield calls runtime.Gosched only about once in 64 idle steps
+// (8 while a tcp queue pair is open), as each Gosched wakes an idle P's
+// thread. A goroutine readied by a
 // spinning poller goes into that poller's P (its runnext) and, with the
 // other P busy, runs only when the poller yields its P: up to tens of
 // microseconds later. Mark says a hand-off is pending; the woken goroutine
