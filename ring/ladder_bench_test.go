@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ func BenchmarkLadder(b *testing.B) {
 			{"bare/2ring", 4096, true, false},
 			{"bare+Reader/1ring", 0, true, true},
 			{"bare+Reader/2ring", 4096, true, true},
+			{"bare+Reader/1ring+6stores", 0, true, true},
 			{"Publish/nojournal", 0, false, true},
 			{"Publish/journal", 4096, false, true},
 		} {
@@ -53,7 +55,11 @@ func BenchmarkLadder(b *testing.B) {
 				if st.journal > 0 {
 					jslots = tp.home.mr.Bytes()[offJournal:]
 				}
-				ladder(b, pin, st.bare, st.reader, tp.w, rd, r.mr.Bytes(), jslots, ss)
+				extra := 0
+				if strings.HasSuffix(st.name, "+6stores") {
+					extra = 6
+				}
+				ladder(b, pin, st.bare, st.reader, extra, tp.w, rd, r.mr.Bytes(), jslots, ss)
 			})
 		}
 	}
@@ -68,7 +74,7 @@ func pinTo(cpu int, pin bool) {
 	}
 }
 
-func ladder(b *testing.B, pin, bare, useReader bool, w *Writer, rd *Reader, ring, jslots []byte, ss int) {
+func ladder(b *testing.B, pin, bare, useReader bool, extra int, w *Writer, rd *Reader, ring, jslots []byte, ss int) {
 	mask := rd.mask
 	slotsB := ring[offSlots:]
 	head := rd.head
@@ -116,6 +122,7 @@ func ladder(b *testing.B, pin, bare, useReader bool, w *Writer, rd *Reader, ring
 	pinTo(0, pin)
 	defer runtime.UnlockOSThread()
 	limit := first + mask + 1
+	own := make([]uint64, 16)
 	for seq := first; seq <= last; seq++ {
 		encodeWords(payload, seq)
 		if !bare {
@@ -131,6 +138,9 @@ func ladder(b *testing.B, pin, bare, useReader bool, w *Writer, rd *Reader, ring
 		bareSlot(slotsB[off:off+ss:off+ss], seq, payload)
 		if jslots != nil {
 			bareSlot(jslots[off:off+ss:off+ss], seq, payload)
+		}
+		for k := 0; k < extra; k++ { // the writer's own words a Publish stores (claim, stats): own lines, L1 hits
+			stampStore(&own[k*2], seq)
 		}
 	}
 	<-done
