@@ -46,6 +46,8 @@ func BenchmarkLadder(b *testing.B) {
 			{"bare+Reader/1ring+6stores", 0, true, true},
 			{"Publish/nojournal", 0, false, true},
 			{"Publish/journal", 4096, false, true},
+			{"PublishBatch64/nojournal", 0, false, true},
+			{"PublishBatch64/journal", 4096, false, true},
 		} {
 			b.Run(fmt.Sprintf("%s/pin=%d", st.name, map[bool]int{false: 0, true: 1}[pin]), func(b *testing.B) {
 				tp, r := benchTopoSlot(b, st.journal, Reliable, slots, ss, WriterConfig{SoloHome: soloHere, Timeout: 10 * time.Second})
@@ -55,11 +57,14 @@ func BenchmarkLadder(b *testing.B) {
 				if st.journal > 0 {
 					jslots = tp.home.mr.Bytes()[offJournal:]
 				}
-				extra := 0
+				extra, batch := 0, 1
+				if strings.HasPrefix(st.name, "PublishBatch64/") {
+					batch = 64
+				}
 				if strings.HasSuffix(st.name, "+6stores") {
 					extra = 6
 				}
-				ladder(b, pin, st.bare, st.reader, extra, tp.w, rd, r.mr.Bytes(), jslots, ss)
+				ladder(b, pin, st.bare, st.reader, extra, batch, tp.w, rd, r.mr.Bytes(), jslots, ss)
 			})
 		}
 	}
@@ -74,7 +79,7 @@ func pinTo(cpu int, pin bool) {
 	}
 }
 
-func ladder(b *testing.B, pin, bare, useReader bool, extra int, w *Writer, rd *Reader, ring, jslots []byte, ss int) {
+func ladder(b *testing.B, pin, bare, useReader bool, extra, batch int, w *Writer, rd *Reader, ring, jslots []byte, ss int) {
 	mask := rd.mask
 	slotsB := ring[offSlots:]
 	head := rd.head
@@ -123,7 +128,21 @@ func ladder(b *testing.B, pin, bare, useReader bool, extra int, w *Writer, rd *R
 	defer runtime.UnlockOSThread()
 	limit := first + mask + 1
 	own := make([]uint64, 16)
-	for seq := first; seq <= last; seq++ {
+	ticks := make([]Tick, batch)
+	for i := range ticks {
+		ticks[i] = Tick{Type: 1, Payload: make([]byte, 64)}
+	}
+	for seq := first; batch > 1 && seq <= last; {
+		k := min(uint64(batch), last-seq+1)
+		for i := range ticks[:k] {
+			encodeWords(ticks[i].Payload, seq+uint64(i))
+		}
+		if _, err := w.PublishBatch(ticks[:k]); err != nil {
+			b.Fatal(err)
+		}
+		seq += k
+	}
+	for seq := first; batch == 1 && seq <= last; seq++ {
 		encodeWords(payload, seq)
 		if !bare {
 			if _, err := w.Publish(1, payload, int64(seq)); err != nil {
