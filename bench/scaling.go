@@ -137,11 +137,18 @@ func writeScalingFiles(dir string, pts []ScalePoint) error {
 // wall time: it does not depend on how many cores the host has, nor much on
 // its load). The cost of each extra subscriber is the slope from 1 to n.
 
-// fanOutCPUTicks is how many ticks each in-process measurement publishes.
-const fanOutCPUTicks = 100_000
+// fanOutCPUTicks is how many ticks each in-process measurement publishes,
+// and fanOutCPURuns how many measurements fanOutCPU takes the least of.
+// 100,000 ticks (2-10 ms) three times let one run's N=2 point land
+// anywhere from 26 to 47 ns (BenchmarkFanOutCPU, nine rounds, load 2):
+// one timer tick or migration is a tenth of such a run.
+const (
+	fanOutCPUTicks = 400_000
+	fanOutCPURuns  = 5
+)
 
 // fanOutCPU returns the publisher's thread CPU ns per single-tick Publish
-// of 64 bytes with n subscriber rings: the least of three runs.
+// of 64 bytes with n subscriber rings: the least of fanOutCPURuns runs.
 func fanOutCPU(ctx context.Context, n int) (float64, error) {
 	dev, err := shm.Open(shm.Config{HostID: "bench-fan-out"})
 	if err != nil {
@@ -221,7 +228,7 @@ func fanOutCPU(ctx context.Context, n int) (float64, error) {
 		return 0, err
 	}
 	best := 0.0
-	for run := 0; run < 3 && ctx.Err() == nil; run++ {
+	for run := 0; run < fanOutCPURuns && ctx.Err() == nil; run++ {
 		c0, err := threadCPU()
 		if err != nil {
 			return 0, err

@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,4 +28,28 @@ func TestAddFanOutCPU_MeasuresPublisherCostPerExtraSubscriber(t *testing.T) {
 	writeScalingTable(&out, pts, nil)
 	assert.Contains(t, out.String(), "+ns/extra sub")
 	assert.Contains(t, out.String(), "target <= 15 ns")
+}
+
+// BenchmarkFanOutCPU repeats the bench's in-process fan-out measure
+// (fanOutCPU: the publisher thread's CPU ns per single-tick Publish into N
+// lossy rings, least of three runs of fanOutCPUTicks) for N = 1, 2, 4, 8,
+// interleaved, b.N rounds, and reports each N's median and spread: how far
+// one bench run's "+ns/extra sub" can be trusted. Run with -benchtime 9x.
+func BenchmarkFanOutCPU(b *testing.B) {
+	ctx := context.Background()
+	got := make([][]float64, len(fanOutPoints))
+	for i := 0; i < b.N; i++ {
+		for k, n := range fanOutPoints {
+			ns, err := fanOutCPU(ctx, n)
+			require.NoError(b, err)
+			got[k] = append(got[k], ns)
+		}
+	}
+	for k, n := range fanOutPoints {
+		v := append([]float64(nil), got[k]...)
+		slices.Sort(v)
+		b.ReportMetric(v[len(v)/2], fmt.Sprintf("N%d-med-ns", n))
+		b.ReportMetric(v[0], fmt.Sprintf("N%d-min-ns", n))
+		b.ReportMetric(v[len(v)-1], fmt.Sprintf("N%d-max-ns", n))
+	}
 }

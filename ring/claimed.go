@@ -38,7 +38,7 @@ func (r *Reader) ClaimedTail() (next, epoch, end uint64) {
 	if end == 0 {
 		return next, 0, 0
 	}
-	if es := r.epochStart.Load(); es > next && es < end {
+	if es := r.epochAbove(next); es > next && es < end {
 		epoch = es
 	}
 	return next, epoch, end

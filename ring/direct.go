@@ -403,23 +403,28 @@ func (w *Writer) directBatch(tl *targetList, first uint64, ticks []Tick) {
 		bodies[i] = newBody(first+uint64(i), t.PublishNs, uint32(len(t.Payload)), t.Type, t.Flags&FlagsUser, w.pub)
 	}
 	if j := w.journal; j != nil && !j.dropped && w.directLive(j) {
-		putRun(j, first, bodies, ticks)
+		putRun(j, first, bodies, ticks, 0)
 	}
 	for _, t := range tl.all {
 		if !t.dropped && w.directLive(t) {
-			putRun(t, first, bodies, ticks)
+			putRun(t, first, bodies, ticks, 0)
 		}
 	}
 }
 
 // putRun is putSlot for ticks at first.., bodies their headers, written
-// out (putSlot is too big to be inlined).
-func putRun(t *target, first uint64, bodies []slotBody, ticks []Tick) {
+// out (putSlot is too big to be inlined). It prefetches the slot
+// prefetchAhead on of each sequence whose slot that is below ahead (0:
+// none).
+func putRun(t *target, first uint64, bodies []slotBody, ticks []Tick, ahead uint64) {
 	bodies = bodies[:len(ticks)]
 	for i := range ticks {
 		seq := first + uint64(i)
 		off := (seq & t.mask) * t.slotSize
 		s := t.dmem[off : off+t.slotSize : off+t.slotSize]
+		if seq+prefetchAhead < ahead {
+			prefetchSlot(&t.dmem[((seq+prefetchAhead)&t.mask)*t.slotSize]) // see prefetchAhead
+		}
 		h := (*slotHeader)(unsafe.Pointer(&s[0]))
 		if t.lossy {
 			stampStore(&h.Stamp, StampBusy)

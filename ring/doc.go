@@ -105,7 +105,10 @@
 // 32 on, then its first 32 bytes), the header (three word stores, built
 // once) and the stamp, all copied straight from the caller's bytes: the
 // stamp's line is the last one touched, whether the slot starts on a line
-// or half way into one (direct.go, slotOrder).
+// or half way into one (direct.go, slotOrder). A single tick also asks
+// for each target ring's slot eight ticks on (PREFETCHW, prefetchAhead),
+// where no reader can still need it, so the lines a reader's core holds
+// are on their way before the stores reach them.
 //
 // PublishAt(seq) is A/B line arbitration: a CAS seq→seq+1 that only the
 // first line wins; the other gets ErrLost and writes nothing.

@@ -82,7 +82,14 @@ type Reader struct {
 	// reservation, set by SetEpoch from any goroutine.
 	epochStart atomic.Uint64
 	bound      atomic.Uint64
-	gapEpoch   bool // the pending gap check ends at an epoch start
+	// starts holds the last len(starts) epoch starts SetEpoch was told
+	// (epochMu orders SetEpoch's writers; the poller only loads), so that
+	// an epoch that began and ended before the poller reached it still
+	// ends the one below it (epochAbove).
+	starts   [8]atomic.Uint64
+	nStarts  int // epochMu
+	epochMu  sync.Mutex
+	gapEpoch bool // the pending gap check ends at an epoch start
 	// gapSeen is the last sequence present when the pending gap check
 	// began; gapHorizon the largest gapSeen of a gap that fired. A hole
 	// below the horizon was claimed before a sequence that was written a
@@ -320,7 +327,7 @@ func (r *Reader) poll(h Handler, limit int) int {
 		}
 		if stamp > seq && stamp != StampBusy && (stamp-seq)&r.mask == 0 && r.trusted(off, stamp) {
 			work, n = work+n, r.flush(h, n)
-			if es := r.epochStart.Load(); es > seq && stamp >= es { // pairs with the CAS in SetEpoch
+			if es := r.epochAbove(seq); es > seq && stamp >= es { // pairs with the CAS in SetEpoch
 				// A tick of a newer epoch sits in next's slot: the rest of
 				// the ended epoch's range is passed as one EventEpoch (what
 				// of it was written here has been overwritten, or comes
@@ -570,7 +577,7 @@ func (r *Reader) idleCheck(h Handler) int {
 	spread := now-r.lastIdle < scanSpread
 	r.lastIdle = now
 	if r.gapSince == 0 || r.gapFrom != r.next {
-		if r.next < r.gapHorizon && (r.epochStart.Load() <= r.next) {
+		if r.next < r.gapHorizon && (r.epochAbove(r.next) <= r.next) {
 			if end := r.firstPresentBelow(r.next+1, r.gapHorizon+1); end != 0 {
 				r.gapSince = 0
 				calls := r.lost(h, EventGap, r.next, end-1, r.gapHorizon)
@@ -602,7 +609,7 @@ func (r *Reader) idleCheck(h Handler) int {
 			r.gapSeen = r.lastPresent(limit)
 		}
 		r.gapEpoch = false
-		if es := r.epochStart.Load(); es > r.next && (limit == 0 || limit >= es) {
+		if es := r.epochAbove(r.next); es > r.next && (limit == 0 || limit >= es) {
 			// Nothing of the ended epoch's range after next: once that
 			// stays so for the gap timeout, the range is one EventEpoch.
 			limit, r.gapEpoch = es, true
@@ -631,7 +638,7 @@ func (r *Reader) idleCheck(h Handler) int {
 		return 0
 	}
 	r.gapSince = 0
-	if es := r.epochStart.Load(); !r.gapEpoch && es > r.next && es < r.gapLimit {
+	if es := r.epochAbove(r.next); !r.gapEpoch && es > r.next && es < r.gapLimit {
 		// An epoch start learnt while this gap waited lies inside it (the
 		// gap's end came from a counter, SetClaimed's or the journal's, of
 		// the new epoch): the ended epoch's unused range is no loss.
@@ -700,7 +707,7 @@ func (r *Reader) present(seq uint64) bool {
 	if s == seq {
 		return true
 	}
-	if es := r.epochStart.Load(); es > seq && s >= es {
+	if es := r.epochAbove(seq); es > seq && s >= es {
 		return false // a newer epoch's tick: no evidence that seq's epoch wrote anything later
 	}
 	return s > seq && s != StampBusy && r.trusted(off, s)
