@@ -11,9 +11,9 @@ func osYield() { _, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // goschedOneIn: yieldOnce calls runtime.Gosched about once in this many
 // calls; sched_yield does the rest. goschedNetOneIn replaces it while the
-// process has a tcp queue pair open (handoff.Net): its socket's input
-// reaches its reader goroutine only when the scheduler looks at the
-// netpoller, which a Gosched does.
+// process has a tcp queue pair open (handoff.Net): its reader, flusher,
+// reaper and poller goroutines share the Ps with the poll loops and get
+// one only when a spinning goroutine Goscheds.
 //
 // Why 64 and 8 (bench A/B, goschedOneIn 8 against 64 for every loop,
 // alternating, three pairs at load 6-14, 2026-12-02): with 64 the shm

@@ -56,11 +56,12 @@ func Pending() bool {
 	return false
 }
 
-// net counts this process's open sockets whose input reaches their
-// goroutines through the runtime's netpoller (a tcp queue pair's reader).
-// A poll loop that holds its P finds such input only when the scheduler
-// looks (a Gosched looks at the netpoller): while one is open, Yield
-// Goschedules more often (rdma/idle_linux.go).
+// net counts this process's open tcp data connections (rdma/tcp's
+// rawConn, registered with its epoll poller). Each brings goroutines that
+// share the Ps with the application's poll loop: a reader that spins with
+// rdma.Yield before it parks, a flusher, a reaper, and the poller, whose
+// wake-ups ready them. They take turns on a P through Gosched, so while
+// one is open Yield Goschedules more often (rdma/idle_linux.go).
 var net struct {
 	_ [64]byte
 	n atomic.Int64
