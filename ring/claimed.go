@@ -30,15 +30,15 @@ func (r *Reader) Claimed() uint64 { return r.claimed.Load() }
 // delivered nor named, judged as its gap check judges it: end is 0 when
 // the bound is not believable (see claimedLimit) or not ahead; else
 // next..end-1 are claimed and missing, and an epoch start the reader
-// knows inside that range (epoch, else 0) splits off next..epoch-1, the
-// ended epoch's unused range, which is no loss. For Close, after the
+// knows inside that range or at its end (epoch, else 0) splits off
+// next..epoch-1, the ended epoch's unused range, which is no loss. For Close, after the
 // polling goroutine stopped.
 func (r *Reader) ClaimedTail() (next, epoch, end uint64) {
 	next, end = r.next, r.claimedLimit()
 	if end == 0 {
 		return next, 0, 0
 	}
-	if es := r.epochAbove(next); es > next && es < end {
+	if es := r.epochAbove(next); es > next && es <= end {
 		epoch = es
 	}
 	return next, epoch, end

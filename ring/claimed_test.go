@@ -100,6 +100,39 @@ func TestReader_SetClaimed_CounterOfANewEpoch_EpochLearntMeanwhile_NamesTheEpoch
 	assert.Equal(t, uint64(5), st.Gap, "only the new epoch's claimed ticks are lost")
 }
 
+// The same with the new home's counter taken before its first claim: it is
+// the new epoch's start, which is the ended epoch's reservation end, so the
+// gap it armed ends exactly where the epoch learnt meanwhile starts. The
+// whole range is the ended epoch's unused range, one EventEpoch, no gap
+// (the chaos test named 17170097..20971520 a gap so, 3.8 M sequences,
+// more than were ever claimed). Close's ClaimedTail splits it the same way.
+func TestReader_SetClaimed_NewEpochsStartAsTheCounter_EpochLearntMeanwhile_IsOneEpochEvent(t *testing.T) {
+	tp := newTopo(t, HomeConfig{}, WriterConfig{})
+	r := tp.addRing(RingConfig{Slots: 64, GapTimeout: 150 * time.Millisecond}, tp.w).Reader()
+	r.SetEpoch(1, 100) // the first epoch: 1..99 reserved
+	for i := 1; i <= 3; i++ {
+		_, err := tp.w.Publish(0, payloadFor(uint64(i), 8), 0)
+		require.NoError(t, err)
+	}
+	var c collector
+	pollUntil(t, r, &c, func() bool { return len(c.ticks) == 3 })
+	r.SetClaimed(100) // the new home's counter: its epoch starts at 100, nothing claimed yet
+	end := time.Now().Add(30 * time.Millisecond)
+	for time.Now().Before(end) { // the gap check arms with the counter as its end
+		r.Poll(&c)
+	}
+	require.Empty(t, c.events)
+	next, epoch, limit := r.ClaimedTail()
+	assert.Equal(t, [3]uint64{4, 0, 100}, [3]uint64{next, epoch, limit})
+	r.SetEpoch(100, 200)
+	next, epoch, limit = r.ClaimedTail()
+	assert.Equal(t, [3]uint64{4, 100, 100}, [3]uint64{next, epoch, limit}, "Close names 4..99 the ended epoch's, nothing lost")
+	pollUntil(t, r, &c, func() bool { return len(c.events) == 1 })
+	assert.Equal(t, []Event{{Kind: EventEpoch, From: 4, To: 99}}, c.events)
+	st := r.Stats()
+	assert.Zero(t, st.Gap, "nothing of the new epoch was claimed")
+}
+
 // ClaimedTail (what Close names) judges the bound as the gap check does:
 // nothing while the reader awaits its first epoch, and a known epoch start
 // inside the tail splits off the ended epoch's unused range.

@@ -638,11 +638,14 @@ func (r *Reader) idleCheck(h Handler) int {
 		return 0
 	}
 	r.gapSince = 0
-	if es := r.epochAbove(r.next); !r.gapEpoch && es > r.next && es < r.gapLimit {
-		// An epoch start learnt while this gap waited lies inside it (the
-		// gap's end came from a counter, SetClaimed's or the journal's, of
-		// the new epoch): the ended epoch's unused range is no loss.
-		// Judge it again, with the epoch known, from the next scan.
+	if es := r.epochAbove(r.next); !r.gapEpoch && es > r.next && es <= r.gapLimit {
+		// An epoch start learnt while this gap waited lies inside it or
+		// at its end (the gap's end came from a counter, SetClaimed's or
+		// the journal's, of the new epoch; a new home's counter before
+		// its first claim is its epoch's start, which is the ended
+		// epoch's reservation end): the ended epoch's unused range is no
+		// loss. Judge it again, with the epoch known, from the next scan
+		// (which takes an epoch start at the limit as the range's end).
 		return 0
 	}
 	r.gapFires++

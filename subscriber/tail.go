@@ -277,13 +277,15 @@ func (s *Subscriber) nameTail(undeliveredFrom uint64, undelivered uint64) {
 		h.joinSkipped.Add(c - next)
 		return
 	}
-	if epoch != 0 && epoch < c {
+	if epoch != 0 && epoch <= c {
 		ev := ring.Event{Kind: ring.EventEpoch, From: next, To: epoch - 1}
 		s.tailEpoch.Add(ev.Count())
 		if h.user != nil {
 			h.user.OnEvent(ev)
 		}
-		next = epoch
+		if next = epoch; next >= c {
+			return // the counter was the new epoch's start: nothing of it was claimed
+		}
 	}
 	ev := ring.Event{Kind: ring.EventGap, From: next, To: c - 1}
 	if h.joining.Load() && time.Now().UnixNano() < h.joinDeadline.Load() {
