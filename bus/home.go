@@ -323,6 +323,32 @@ func (n *Node) FindHome(ctx context.Context, topic string) (HomeInfo, error) {
 	return hi, nil
 }
 
+// HomeRecord returns the topic's newest home record as JetStream holds it
+// now, read afresh and checked as the watcher checks it, not as the watcher
+// last delivered it: a node back from a NATS outage hears the records
+// written meanwhile only once its watcher has restarted. ok false: the
+// topic has no record yet.
+func (n *Node) HomeRecord(ctx context.Context, topic string) (hi HomeInfo, ok bool, err error) {
+	if err := checkTopic("topic", topic); err != nil {
+		return HomeInfo{}, false, err
+	}
+	n.mu.Lock()
+	err = n.checkOpen()
+	n.mu.Unlock()
+	if err != nil {
+		return HomeInfo{}, false, err
+	}
+	_, seqs, err := n.kv(ctx)
+	if err != nil {
+		return HomeInfo{}, false, err
+	}
+	rec, rev, err := n.getRecord(ctx, seqs, topic)
+	if err != nil || rev == 0 {
+		return HomeInfo{}, false, err
+	}
+	return rec.info(topic, n.self), true, nil
+}
+
 // request sends w to subj and decodes the reply; no responder or no answer
 // in time is ErrNoPeer.
 func (n *Node) request(ctx context.Context, subj string, w *wireMsg, replyKind string) (*wireMsg, error) {

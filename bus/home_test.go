@@ -185,6 +185,28 @@ func TestHome_FindHome_LocalRemoteAndNone(t *testing.T) {
 	require.ErrorIs(t, err, bus.ErrInvalidConfig)
 }
 
+// HomeRecord reads the record as JetStream holds it: none before a home,
+// the home's epoch once there is one, and a bad topic is refused.
+func TestHome_HomeRecord_NoneThenTheHomesEpoch(t *testing.T) {
+	ctx := context.Background()
+	a := openNode(t, testConfig("a", ""))
+	b := openNode(t, testConfig("b", a.ClientURL()))
+	_, ok, err := b.HomeRecord(ctx, "t")
+	require.NoError(t, err)
+	assert.False(t, ok, "no record before any home")
+
+	po, err := a.Publish(ctx, pubSpec("t", &recorder{}))
+	require.NoError(t, err)
+	hi, ok, err := b.HomeRecord(ctx, "t")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "a", hi.Node.ID)
+	assert.Equal(t, po.Home().Epoch, hi.Epoch)
+	assert.Zero(t, hi.End, "the home is open")
+	_, _, err = b.HomeRecord(ctx, "a..b")
+	require.ErrorIs(t, err, bus.ErrInvalidConfig)
+}
+
 func TestHome_ServerWithoutJetStream_PublishFailsNamingIt(t *testing.T) {
 	_, url := startNatsd(t, freePort(t), "-nojs")
 	n := openNode(t, testConfig("a", url))

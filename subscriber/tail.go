@@ -104,9 +104,10 @@ func (s *Subscriber) learnCounter(extra bus.PeerInfo, when string) {
 const tailRetry = time.Second
 
 // homeFinder is the part of the bus that says who holds a topic's lease
-// (a *bus.Node has it).
+// and what its home record says now (a *bus.Node has it).
 type homeFinder interface {
 	FindHome(ctx context.Context, topic string) (bus.HomeInfo, error)
+	HomeRecord(ctx context.Context, topic string) (bus.HomeInfo, bool, error)
 }
 
 // endedEpoch reports the reservation of the last home record this
@@ -121,6 +122,23 @@ func (s *Subscriber) endedEpoch(ctx context.Context) (uint64, bool) {
 	}
 	if _, err := fh.FindHome(ctx, s.cfg.Topic); !errors.Is(err, bus.ErrNoHome) {
 		return 0, false
+	}
+	// The record this subscriber holds may be stale: back from a NATS
+	// outage, its watcher delivers what was written meanwhile only once it
+	// has restarted (a home that closed cleanly in the outage wrote its End
+	// there; taking its epoch for one that ended without one named what
+	// the ring missed the ended epoch's instead of lost: the multihost
+	// NATS-server-dies test, in CI). So the record is read afresh.
+	cur, ok, err := fh.HomeRecord(ctx, s.cfg.Topic)
+	if err != nil || !ok {
+		return 0, false
+	}
+	if cur.Epoch == hi.Epoch && cur.End != 0 && s.setClaimed(cur.End) {
+		s.log.Info().Uint64("epoch", cur.Epoch).Uint64("end", cur.End).
+			Msg("subscriber: the topic's home closed while this node was away; its epoch ended here, and what of it does not come is named a gap")
+	}
+	if cur.Epoch != hi.Epoch || cur.End != 0 {
+		return 0, false // a newer record, or this epoch's end: the watcher delivers it too
 	}
 	if now := s.home.Load(); now.Epoch != hi.Epoch || now.End != 0 {
 		return 0, false // a newer record (a new epoch, or the end) came meanwhile: it says more
