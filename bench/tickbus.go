@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tickbus/tickbus"
+	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
 )
@@ -78,29 +77,13 @@ const tbLease = 15 * time.Second
 func newTickbusCase(name string) benchCase { return &tbCase{pairCase: pairCase{transport: name}} }
 
 func (c *tbCase) setup(_ context.Context, _ Config) error {
-	dir, err := os.MkdirTemp("", "tickbus-bench-js-")
+	token, err := bus.EmbeddedToken()
 	if err != nil {
-		return fmt.Errorf("bench: %s: JetStream store: %w", c.transport, err)
-	}
-	token, err := tbToken()
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return err
-	}
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: dir, JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 256 << 20,
-		Authorization: token,
-	})
-	if err != nil {
-		_ = os.RemoveAll(dir)
 		return fmt.Errorf("bench: %s: the bus's NATS: %w", c.transport, err)
 	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		_ = os.RemoveAll(dir)
-		return fmt.Errorf("bench: %s: the bus's NATS not ready within 10s", c.transport)
+	srv, dir, err := bus.ServeNATS("127.0.0.1:0", "tickbus-bench", token)
+	if err != nil {
+		return fmt.Errorf("bench: %s: the bus's NATS: %w", c.transport, err)
 	}
 	c.srv, c.dir = srv, dir
 	c.url = strings.Replace(srv.ClientURL(), "nats://", "nats://"+token+"@", 1)
@@ -113,16 +96,6 @@ func (c *tbCase) setup(_ context.Context, _ Config) error {
 		return ph, err
 	}
 	return nil
-}
-
-// tbToken is the token the bench's NATS server asks of every client, as a
-// Client's embedded server does.
-func tbToken() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("bench: token: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
 }
 
 func (c *tbCase) close() error {

@@ -10,6 +10,16 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
+// ServeNATS runs a nats-server for a bus in this process, as a Node's
+// embedded server (startEmbedded) but with no node on it: for a process
+// that hosts the bus's NATS and takes no part in it (the demo, the bench).
+// listen is "host:port" (port 0: any free one); clients must present
+// token. The caller removes the returned JetStream store directory after
+// the server's Shutdown.
+func ServeNATS(listen, name, token string) (*server.Server, string, error) {
+	return startEmbedded(listen, name, token, NATSConfig{})
+}
+
 // startEmbedded runs a nats-server in this process: listen address as
 // given, JetStream (homes are elected in its key-value buckets) with its
 // store in a fresh temporary directory the caller removes after Shutdown,
