@@ -47,11 +47,11 @@ const cliSettle = 300 * time.Millisecond
 // publisher as child processes of this binary (the demo's roles: the same
 // code as the commands), and measures.
 func (r cliDefaults) run(ctx context.Context, stderr io.Writer) (res cliDefaultsResult, err error) {
-	ns, _, err := startNATS()
+	ns, stop, err := startNATS()
 	if err != nil {
 		return res, err
 	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	defer stop()
 	url := ns.ClientURL()
 	res.LoadBefore = loadAvg()
 	// Only where the bus is and the output format: every tuning knob

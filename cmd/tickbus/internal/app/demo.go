@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -115,32 +114,22 @@ func event(m map[string]json.RawMessage) string {
 }
 
 // startNATS runs the demo's NATS server on loopback, with JetStream (homes
-// are elected in its key-value buckets) in a temporary directory removed at
-// shutdown; clients must present this host's embedded token
-// (bus.EmbeddedToken), which the demo's parts find in the runtime dir,
-// never on a command line.
-func startNATS() (*server.Server, string, error) {
+// are elected in its key-value buckets) in a temporary directory; clients
+// must present this host's embedded token (bus.EmbeddedToken), which the
+// demo's parts find in the runtime dir, never on a command line. stop
+// shuts the server down and removes the directory (before, a goroutine
+// removed it after the shutdown, which a process exiting at once never
+// ran: every demo left its store in the temp dir).
+func startNATS() (ns *server.Server, stop func(), err error) {
 	token, err := bus.EmbeddedToken()
 	if err != nil {
-		return nil, "", fmt.Errorf("embedded NATS: %w", err)
+		return nil, nil, fmt.Errorf("embedded NATS: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "tickbus-demo-js-")
+	ns, dir, err := bus.ServeNATS("127.0.0.1:0", "tickbus-demo", token)
 	if err != nil {
-		return nil, "", fmt.Errorf("embedded NATS: JetStream store: %w", err)
+		return nil, nil, fmt.Errorf("embedded NATS: %w", err)
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, ServerName: "tickbus-demo",
-		Authorization: token, JetStream: true, StoreDir: dir})
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, "", fmt.Errorf("embedded NATS: %w", err)
-	}
-	go func() { ns.WaitForShutdown(); _ = os.RemoveAll(dir) }()
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		return nil, "", errors.New("embedded NATS: not ready within 10s")
-	}
-	return ns, token, nil
+	return ns, func() { ns.Shutdown(); ns.WaitForShutdown(); _ = os.RemoveAll(dir) }, nil
 }
 
 // demoLeaseTTL is the demo home's lease when bus.lease_ttl is not set: a
@@ -160,11 +149,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tickbus demo: "+format+"\n", a...)
 		return ExitFailed
 	}
-	ns, _, err := startNATS()
+	ns, stop, err := startNATS()
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	defer stop()
 	url := ns.ClientURL() // the parts find the token in the runtime dir
 	fmt.Fprintf(stdout, "tickbus demo: NATS at %s, topic %q, %d subscribers, %.0f ticks/s for %v\n",
 		url, c.Topic, c.Demo.Subscribers, c.Pub.Rate, c.Demo.Duration)
