@@ -132,9 +132,13 @@ func (p *Publisher) acceptHome(ctx context.Context, req bus.ConnectRequest) (bus
 	}
 	p.homeAcc = append(p.homeAcc, c)
 	// The counter as read now: a subscriber joining a running topic starts
-	// its ring here (ring.Reader.StartAt).
-	var counter [8]byte
-	binary.LittleEndian.PutUint64(counter[:], p.home.Counter())
+	// its ring here (ring.Reader.StartAt). Then the epoch's start: a
+	// subscriber asking after its home died may hear this home before its
+	// record, and a counter at (or just past) a new epoch's start is that
+	// epoch's, not a claim of the ended one.
+	var counter [16]byte
+	binary.LittleEndian.PutUint64(counter[:8], p.home.Counter())
+	binary.LittleEndian.PutUint64(counter[8:], p.home.Desc().Start)
 	p.mu.Unlock()
 	p.log.Info().Str("peer", req.From.ID).Str("peer_host", req.From.HostID).Str("provider", dev.Provider()).Msg("publisher: connected to the home")
 	return bus.ConnectReply{Endpoint: c.qp.LocalEndpoint(), Region: desc, Data: counter[:]}, nil

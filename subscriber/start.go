@@ -121,13 +121,14 @@ func (s *Subscriber) learn(ctx context.Context, from bus.PeerInfo) bool {
 		}
 	}
 	for _, n := range nodes {
-		c, err := askHome(s, ctx, n)
+		hc, err := askHome(s, ctx, n)
 		if err != nil {
 			if !errors.Is(err, bus.ErrUnknownTarget) {
 				s.log.Debug().Err(err).Str("node", n.ID).Msg("subscriber: ask the home for its counter")
 			}
 			continue
 		}
+		c := hc.Next
 		for {
 			old := s.startAt.Load()
 			if old != 0 && old <= c || s.startAt.CompareAndSwap(old, c) {
@@ -162,10 +163,10 @@ func (s *Subscriber) unstick(from bus.PeerInfo) {
 		nodes = append(nodes, p.Node)
 	}
 	for _, n := range nodes {
-		if c, err := askHome(s, ctx, n); err == nil {
+		if hc, err := askHome(s, ctx, n); err == nil {
 			if s.h.joinedAt.Load() == 0 {
-				s.restartAt.Store(c) // pairs with the Load in maybeStart
-				s.log.Info().Uint64("seq", c).Msg("subscriber: nothing arrived since joining; restarting the ring at the home's counter")
+				s.restartAt.Store(hc.Next) // pairs with the Load in maybeStart
+				s.log.Info().Uint64("seq", hc.Next).Msg("subscriber: nothing arrived since joining; restarting the ring at the home's counter")
 			}
 			return
 		}
@@ -184,25 +185,48 @@ func (s *Subscriber) publishers() []bus.PublisherInfo {
 	return sub.Publishers()
 }
 
+// homeCounter is a home's answer to "what is your counter": Next, the
+// next sequence it hands out, and Start, its epoch's first (0 from a home
+// that does not say).
+type homeCounter struct{ Next, Start uint64 }
+
+// decodeCounter reads a home's counter reply: the counter, then its
+// epoch's start (a home before the start was sent gives the counter
+// alone), each 8 bytes little-endian. A counter of 0, or a start above the
+// counter, is no home's.
+func decodeCounter(b []byte) (homeCounter, error) {
+	var hc homeCounter
+	switch len(b) {
+	case 16:
+		hc.Start = binary.LittleEndian.Uint64(b[8:])
+		fallthrough
+	case 8:
+		hc.Next = binary.LittleEndian.Uint64(b[:8])
+	default:
+		return hc, fmt.Errorf("subscriber: home's counter reply of %d bytes, want 16 (or 8)", len(b))
+	}
+	if hc.Next == 0 || hc.Start > hc.Next {
+		return homeCounter{}, fmt.Errorf("subscriber: home's counter reply: counter %d, epoch start %d", hc.Next, hc.Start)
+	}
+	return hc, nil
+}
+
 // askCounter asks the topic's home on node (if it is there) for its
 // counter, through the bus's queue-pair exchange over the provider that
 // reaches node; the queue pair is closed at once, never used.
-func (s *Subscriber) askCounter(ctx context.Context, node bus.PeerInfo) (uint64, error) {
+func (s *Subscriber) askCounter(ctx context.Context, node bus.PeerInfo) (homeCounter, error) {
 	dev, err := s.devs.Get(s.node.ProviderFor(node))
 	if err != nil {
-		return 0, err
+		return homeCounter{}, err
 	}
 	c, err := link.OpenConfined(dev, link.Query) // the home reaches nothing here
 	if err != nil {
-		return 0, err
+		return homeCounter{}, err
 	}
 	defer c.Close()
 	rep, err := s.node.Connect(ctx, node.ID, bus.ConnectRequest{Topic: s.cfg.Topic, Kind: bus.TargetHome, Endpoint: c.QP.LocalEndpoint()})
 	if err != nil {
-		return 0, err
+		return homeCounter{}, err
 	}
-	if len(rep.Data) != 8 {
-		return 0, fmt.Errorf("subscriber: home's counter reply of %d bytes, want 8", len(rep.Data))
-	}
-	return binary.LittleEndian.Uint64(rep.Data), nil
+	return decodeCounter(rep.Data)
 }

@@ -78,10 +78,10 @@ func slowHome(t *testing.T) *atomic.Bool {
 	var slow atomic.Bool
 	slow.Store(true)
 	ask := askHome
-	askHome = func(s *Subscriber, ctx context.Context, n bus.PeerInfo) (uint64, error) {
+	askHome = func(s *Subscriber, ctx context.Context, n bus.PeerInfo) (homeCounter, error) {
 		if slow.Load() {
 			<-ctx.Done()
-			return 0, ctx.Err()
+			return homeCounter{}, ctx.Err()
 		}
 		return ask(s, ctx, n)
 	}
