@@ -106,6 +106,8 @@ func FuzzDecodeCounter(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(make([]byte, 16))
 	f.Add(make([]byte, 24))
+	binary.LittleEndian.PutUint64(b[:8], ring.FenceAdd+101)
+	f.Add(b[:])
 	f.Fuzz(func(t *testing.T, data []byte) {
 		hc, err := decodeCounter(data)
 		if err != nil {
@@ -114,6 +116,7 @@ func FuzzDecodeCounter(f *testing.F) {
 		}
 		require.Contains(t, []int{8, 16}, len(data))
 		require.NotZero(t, hc.Next)
+		require.Less(t, hc.Next, uint64(ring.FenceAdd), "a fenced home's counter is no sequence")
 		require.LessOrEqual(t, hc.Start, hc.Next)
 		if len(data) == 16 {
 			var back [16]byte
@@ -122,4 +125,19 @@ func FuzzDecodeCounter(f *testing.F) {
 			require.Equal(t, data, back[:])
 		}
 	})
+}
+
+// A fenced home (its epoch superseded) answers with its counter plus
+// ring.FenceAdd: that is refused as errFencedHome, so no path (learn,
+// unstick, the tail) moves the ring there; the next node is asked.
+func TestDecodeCounter_AFencedHomesCounterIsRefused(t *testing.T) {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], ring.FenceAdd+4194305)
+	binary.LittleEndian.PutUint64(b[8:], 4194305)
+	_, err := decodeCounter(b[:])
+	require.ErrorIs(t, err, errFencedHome)
+	binary.LittleEndian.PutUint64(b[:8], ring.FenceAdd-1)
+	hc, err := decodeCounter(b[:])
+	require.NoError(t, err)
+	assert.Equal(t, homeCounter{Next: ring.FenceAdd - 1, Start: 4194305}, hc)
 }

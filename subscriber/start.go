@@ -9,6 +9,7 @@ import (
 
 	"github.com/tickbus/tickbus/bus"
 	"github.com/tickbus/tickbus/link"
+	"github.com/tickbus/tickbus/ring"
 )
 
 // maybeStart moves a ring that has delivered nothing to the start
@@ -190,10 +191,18 @@ func (s *Subscriber) publishers() []bus.PublisherInfo {
 // that does not say).
 type homeCounter struct{ Next, Start uint64 }
 
+// errFencedHome: the home that answered was fenced (a newer epoch took
+// the topic); its counter is no sequence.
+var errFencedHome = errors.New("subscriber: the home that answered is fenced")
+
 // decodeCounter reads a home's counter reply: the counter, then its
 // epoch's start (a home before the start was sent gives the counter
 // alone), each 8 bytes little-endian. A counter of 0, or a start above the
-// counter, is no home's.
+// counter, is no home's; a counter at or above ring.FenceAdd is a fenced
+// home's (errFencedHome): a ring restarted there never delivers again
+// (the CLI's NATS-outage test saw a ring restarted at 4611686018431582209
+// by unstick, which took a superseded home's answer, deliver nothing for
+// a minute).
 func decodeCounter(b []byte) (homeCounter, error) {
 	var hc homeCounter
 	switch len(b) {
@@ -204,6 +213,9 @@ func decodeCounter(b []byte) (homeCounter, error) {
 		hc.Next = binary.LittleEndian.Uint64(b[:8])
 	default:
 		return hc, fmt.Errorf("subscriber: home's counter reply of %d bytes, want 16 (or 8)", len(b))
+	}
+	if hc.Next >= ring.FenceAdd {
+		return homeCounter{}, fmt.Errorf("%w: its counter is %d", errFencedHome, hc.Next)
 	}
 	if hc.Next == 0 || hc.Start > hc.Next {
 		return homeCounter{}, fmt.Errorf("subscriber: home's counter reply: counter %d, epoch start %d", hc.Next, hc.Start)
