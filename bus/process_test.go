@@ -46,18 +46,23 @@ func natsdMain(args []string) int {
 	clusterPort := fs.Int("cluster", 0, "cluster (route) port; 0: no cluster")
 	routes := fs.String("routes", "", "comma-separated route URLs to other servers")
 	nojs := fs.Bool("nojs", false, "run without JetStream")
+	store := fs.String("store", "", "JetStream store directory, the parent's (empty: a temporary one, removed on a clean exit)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	opts := &server.Options{Host: "127.0.0.1", Port: *port, NoLog: true, NoSigs: true,
 		Authorization: *token, Username: *user, Password: *pass, ServerName: fmt.Sprintf("test-%d", *port)}
 	if !*nojs && *operator == "" { // the operator test's account JWT grants no JetStream
-		dir, err := os.MkdirTemp("", "tickbus-test-js-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+		dir := *store
+		if dir == "" {
+			tmp, err := os.MkdirTemp("", "tickbus-test-js-")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(tmp)
+			dir = tmp
 		}
-		defer os.RemoveAll(dir)
 		opts.JetStream, opts.StoreDir = true, dir
 	}
 	if *clusterPort != 0 {
@@ -221,7 +226,10 @@ func freePort(t *testing.T) int {
 // startNatsd runs a nats-server process on port; extra args for auth.
 func startNatsd(t *testing.T, port int, extra ...string) (*proc, string) {
 	t.Helper()
-	p := startProc(t, "bus-natsd", append([]string{"-port", strconv.Itoa(port)}, extra...)...)
+	// the store is the test's (removed after the process is stopped): a
+	// killed server never removes its own, and every run left
+	// tickbus-test-js-* directories behind
+	p := startProc(t, "bus-natsd", append([]string{"-port", strconv.Itoa(port), "-store", t.TempDir()}, extra...)...)
 	return p, "nats://127.0.0.1:" + strconv.Itoa(port)
 }
 

@@ -197,14 +197,32 @@ func (n *Net) StartNATSWith(ctx context.Context, o NATSOptions, hosts ...int) ([
 func (s *NATSServer) start(ctx context.Context) error {
 	n, i := s.net, s.Host
 	args := []string{"-host", n.Hosts[i].Addr, "-name", n.Hosts[i].Name, "-routes", strings.Join(s.peers, ",")}
+	// The store: under JetStreamDir, kept; else a fresh one for this run of
+	// the process, made here and removed here once it exits (a server
+	// killed, as tests do, never ran its own removal: every test run left
+	// tickbus-netns-js-* directories behind)
+	var scratch string
 	if s.opts.JetStreamDir != "" {
 		args = append(args, "-js", filepath.Join(s.opts.JetStreamDir, n.Hosts[i].Name))
+	} else {
+		tmp, err := os.MkdirTemp("", "tickbus-netns-js-")
+		if err != nil {
+			return fmt.Errorf("netns: JetStream store for %s: %w", n.Hosts[i].Name, err)
+		}
+		scratch = tmp
+		args = append(args, "-js", tmp)
+	}
+	removeScratch := func() {
+		if scratch != "" {
+			_ = os.RemoveAll(scratch)
+		}
 	}
 	if s.opts.NoAdvertise {
 		args = append(args, "-noadvertise")
 	}
 	base, err := child.Command(ctx, RoleNATSServer, args...)
 	if err != nil {
+		removeScratch()
 		return err
 	}
 	// Not tied to ctx: the server lives until Stop, whatever ctx start had.
@@ -213,13 +231,16 @@ func (s *NATSServer) start(ctx context.Context) error {
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
+		removeScratch()
 		return err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		removeScratch()
 		return err
 	}
 	if err := cmd.Start(); err != nil {
+		removeScratch()
 		return fmt.Errorf("netns: start nats-server in %s: %w", n.Hosts[i].Name, err)
 	}
 	s.cmd, s.stdin, s.done = cmd, stdin, make(chan struct{})
@@ -235,6 +256,7 @@ func (s *NATSServer) start(ctx context.Context) error {
 	}()
 	go func() {
 		s.err = cmd.Wait()
+		removeScratch()
 		close(done)
 	}()
 	s.ready = lines
