@@ -339,7 +339,9 @@ func (w *Writer) writeAll(t *target, n int) {
 			}
 		}
 		if k == 1 {
-			w.chainSlot(t, i)
+			if t.sp == nil || w.nchain > 0 || !w.postSlot(t, i) {
+				w.chainSlot(t, i)
+			}
 		} else {
 			w.chainRun(t, i, k)
 		}
@@ -355,6 +357,9 @@ func (w *Writer) writeSlot(t *target, i int) bool {
 			return false
 		}
 		w.directSlot(t, i)
+		return true
+	}
+	if t.sp != nil && w.postSlot(t, i) {
 		return true
 	}
 	w.chainSlot(t, i)

@@ -193,6 +193,7 @@ type target struct {
 	id       uint64
 	qp       rdma.QueuePair
 	bp       rdma.BatchPoster // qp, if it posts chains in one call
+	sp       slotPoster       // qp, if it takes a slot's WRITEs in one call (writer_slot.go)
 	cq       rdma.CompletionQueue
 	qpn      uint32
 	rkey     uint32
@@ -455,6 +456,7 @@ func (w *Writer) AddTarget(t Target) (CreditDesc, error) {
 		base: t.Ring.Region.Addr + offSlots, mask: uint64(t.Ring.Slots - 1), slotSize: uint64(t.Ring.SlotSize),
 		slots: uint64(t.Ring.Slots), lossy: t.Ring.Mode == Lossy, cellIdx: -1}
 	nt.bp, _ = t.QP.(rdma.BatchPoster)
+	nt.sp, _ = t.QP.(slotPoster)
 	w.mapTarget(nt)
 	var cd CreditDesc
 	if t.Ring.Mode == Reliable {

@@ -11,7 +11,11 @@
 // ring and returns: no lock, no allocation, no system call. PostSendBatch
 // does the same for a chain at the cost of one of each per-chain step (the
 // source region's pin, completion credits, the posted store, the publish).
-// A flusher goroutine writes whatever the ring holds with one write (or
+// PostSlot posts the WRITEs of one ring slot ((StampBusy,) body, stamp) as
+// the same frame and completions as PostSendBatch of their work requests,
+// without them: no source region to pin, one check of the room; the ring
+// writer's single ticks take it (ring/writer_slot.go). A flusher goroutine
+// writes whatever the ring holds with one write (or
 // writev when it wraps) per batch, and parks after a few idle yields; once
 // it has written everything the ring's cursor rewinds to the start, so a
 // stream that keeps up stays on a few warm pages. A reaper goroutine reads
