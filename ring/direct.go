@@ -285,8 +285,8 @@ func newBody(seq uint64, ns int64, n uint32, typ, flags uint16, pub uint32) slot
 }
 
 // mappedRings is ts and then the journal (if any), if allDirect(ts);
-// else nil. Under mu, or before the writer is shared. The lean path
-// writes them in this order (writer_lean.go): the journal last, so that
+// else nil. Under mu, or before the writer is shared. leanTick writes
+// them in this order (leanBatch backwards): the journal last, so that
 // its stores, which miss (a journal slot's lines are touched once a lap,
 // by the home only), are not ahead of the subscribers' stamps in the
 // store buffer. BenchmarkPingPong every=50µs/slot=96/journal (in process,

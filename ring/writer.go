@@ -222,7 +222,7 @@ type targetList struct {
 	all      []*target
 	reliable int
 	direct   bool                   // the journal (if any) and every target are mapped: Publish and PublishBatch write without staging (direct.go)
-	rings    []*target              // direct only: every target, then the journal (if any); what the lean path writes, in this order (writer_lean.go, mappedRings)
+	rings    []*target              // direct only: every target, then the journal (if any); what the lean path writes (writer_lean.go, mappedRings)
 	cqs      []rdma.CompletionQueue // distinct, WriterConfig.CQ first
 }
 
