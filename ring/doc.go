@@ -101,10 +101,10 @@
 // PublishBatch take the lean path (writer_lean.go: Aeron's tryClaim on an
 // exclusive publication) while every ring is mapped: the claim's plain
 // stores, the lease (a TSC read per 16 ticks) and limit checks, then per
-// ring (the journal first) a liveness check, the payload (from its byte
-// 32 on, then its first 32 bytes), the header (three word stores, built
-// once) and the stamp, all copied straight from the caller's bytes: the
-// stamp's line is the last one touched, whether the slot starts on a line
+// ring (a single tick's journal last, a batch's first) a liveness check,
+// the payload (from its byte 32 on, then its first 32 bytes), the header
+// (three word stores, built once) and the stamp, all copied straight from
+// the caller's bytes: the stamp's line is the last one touched, whether the slot starts on a line
 // or half way into one (direct.go, slotOrder). A single tick also asks
 // for each target ring's slot eight ticks on (PREFETCHW, prefetchAhead),
 // where no reader can still need it, so the lines a reader's core holds

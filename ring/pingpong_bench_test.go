@@ -36,8 +36,11 @@ func BenchmarkPingPong(b *testing.B) {
 		b.Run("every="+every.String()+"/floor", func(b *testing.B) { benchPingPongFloor(b, int64(every), 1) })
 		b.Run("every="+every.String()+"/floor-2lines", func(b *testing.B) { benchPingPongFloor(b, int64(every), 2) })
 		for _, ss := range benchSlotSizes {
-			b.Run(fmt.Sprintf("every=%s/slot=%d", every, ss), func(b *testing.B) { benchPingPong(b, int64(every), ss) })
+			b.Run(fmt.Sprintf("every=%s/slot=%d", every, ss), func(b *testing.B) { benchPingPong(b, int64(every), ss, 0) })
 		}
+		// journal: each side's writer is its topic's home with a journal
+		// of 4096 slots, as in tickbus bench (whose homes keep 4096).
+		b.Run(fmt.Sprintf("every=%s/slot=96/journal", every), func(b *testing.B) { benchPingPong(b, int64(every), 96, 4096) })
 	}
 }
 
@@ -118,10 +121,10 @@ func benchPingPongFloor(b *testing.B, every int64, lines int) {
 	b.ReportMetric(float64(hist.ValueAtQuantile(99.9)), "p99.9-ns")
 }
 
-func benchPingPong(b *testing.B, every int64, slotSize int) {
+func benchPingPong(b *testing.B, every int64, slotSize, journal int) {
 	wc := WriterConfig{SoloHome: soloHere, Timeout: 10 * time.Second}
-	ta, ra := benchTopoSlot(b, 0, Reliable, 1<<12, slotSize, wc)
-	tb, rb := benchTopoSlot(b, 0, Reliable, 1<<12, slotSize, wc)
+	ta, ra := benchTopoSlot(b, journal, Reliable, 1<<12, slotSize, wc)
+	tb, rb := benchTopoSlot(b, journal, Reliable, 1<<12, slotSize, wc)
 	rda, rdb := ra.Reader(), rb.Reader()
 	payload := make([]byte, 64)
 	n := uint64(b.N)

@@ -223,7 +223,7 @@ type targetList struct {
 	all      []*target
 	reliable int
 	direct   bool                   // the journal (if any) and every target are mapped: Publish and PublishBatch write without staging (direct.go)
-	rings    []*target              // direct only: the journal (if any), then every target; what the lean path writes (writer_lean.go)
+	rings    []*target              // direct only: every target, then the journal (if any); what the lean path writes (writer_lean.go, mappedRings)
 	cqs      []rdma.CompletionQueue // distinct, WriterConfig.CQ first
 }
 
