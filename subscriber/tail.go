@@ -217,9 +217,7 @@ func (s *Subscriber) askTail(ctx context.Context, extra bus.PeerInfo) (homeCount
 			}
 			continue
 		}
-		if hc.Next < ring.FenceAdd {
-			return hc, true
-		}
+		return hc, true // decodeCounter refused a fenced home's
 	}
 	return homeCounter{}, false
 }
