@@ -37,7 +37,13 @@ func newCQ(t testing.TB, d rdma.Device, depth int) rdma.CompletionQueue {
 // connects them both ways.
 func qpPair(t testing.TB, a rdma.Device, acq rdma.CompletionQueue, b rdma.Device, bcq rdma.CompletionQueue) (rdma.QueuePair, rdma.QueuePair) {
 	t.Helper()
-	qa, err := a.CreateQP(rdma.QPConfig{SendCQ: acq, RecvCQ: acq, SendDepth: 256})
+	return qpPairDepth(t, a, acq, b, bcq, 256)
+}
+
+// qpPairDepth is qpPair with a's send queue depth deep (b's 256).
+func qpPairDepth(t testing.TB, a rdma.Device, acq rdma.CompletionQueue, b rdma.Device, bcq rdma.CompletionQueue, depth int) (rdma.QueuePair, rdma.QueuePair) {
+	t.Helper()
+	qa, err := a.CreateQP(rdma.QPConfig{SendCQ: acq, RecvCQ: acq, SendDepth: depth})
 	require.NoError(t, err)
 	qb, err := b.CreateQP(rdma.QPConfig{SendCQ: bcq, RecvCQ: bcq, SendDepth: 256})
 	require.NoError(t, err)

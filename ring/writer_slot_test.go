@@ -1,14 +1,12 @@
 package ring
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/rdma/tcp"
 )
 
@@ -88,7 +86,7 @@ func BenchmarkPublish_OverTCP(b *testing.B) {
 			r, err := NewRing(sub, RingConfig{Slots: 1 << 14, Mode: Lossy, CQ: rcq})
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = r.Close() })
-			wq := tcpPair(b, dev, tp.w.cq, sub, rcq, 2048) // the link layer's depth for a tcp writer
+			wq, _ := qpPairDepth(b, dev, tp.w.cq, sub, rcq, 2048) // the link layer's depth for a tcp writer
 			_, err = tp.w.AddTarget(Target{ID: 1, QP: wq, Ring: r.Desc()})
 			require.NoError(b, err)
 			require.False(b, tp.w.targets.Load().direct, "the ring is written through its QP")
@@ -112,18 +110,4 @@ func BenchmarkPublish_OverTCP(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ticks/s")
 		})
 	}
-}
-
-// tcpPair is qpPair with a send queue of depth.
-func tcpPair(t testing.TB, a rdma.Device, acq rdma.CompletionQueue, b rdma.Device, bcq rdma.CompletionQueue, depth int) rdma.QueuePair {
-	t.Helper()
-	qa, err := a.CreateQP(rdma.QPConfig{SendCQ: acq, RecvCQ: acq, SendDepth: depth})
-	require.NoError(t, err)
-	qb, err := b.CreateQP(rdma.QPConfig{SendCQ: bcq, RecvCQ: bcq, SendDepth: 256})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, qa.Connect(ctx, qb.LocalEndpoint()))
-	require.NoError(t, qb.Connect(ctx, qa.LocalEndpoint()))
-	return qa
 }

@@ -271,7 +271,8 @@ func (s *Subscriber) setCounter(hc homeCounter) bool {
 	if hc.Start != 0 {
 		s.reader.SetEpoch(hc.Start, hc.Start)
 	}
-	return s.setClaimed(hc.Next)
+	s.reader.SetClaimed(hc.Next)
+	return true
 }
 
 // onReconnect: this node's connection to NATS is back. A publisher may

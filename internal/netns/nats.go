@@ -201,7 +201,7 @@ func (s *NATSServer) start(ctx context.Context) error {
 	// the process, made here and removed here once it exits (a server
 	// killed, as tests do, never ran its own removal: every test run left
 	// tickbus-netns-js-* directories behind)
-	var scratch string
+	scratch, started := "", false
 	if s.opts.JetStreamDir != "" {
 		args = append(args, "-js", filepath.Join(s.opts.JetStreamDir, n.Hosts[i].Name))
 	} else {
@@ -217,12 +217,16 @@ func (s *NATSServer) start(ctx context.Context) error {
 			_ = os.RemoveAll(scratch)
 		}
 	}
+	defer func() {
+		if !started { // the process never ran: nobody else removes it
+			removeScratch()
+		}
+	}()
 	if s.opts.NoAdvertise {
 		args = append(args, "-noadvertise")
 	}
 	base, err := child.Command(ctx, RoleNATSServer, args...)
 	if err != nil {
-		removeScratch()
 		return err
 	}
 	// Not tied to ctx: the server lives until Stop, whatever ctx start had.
@@ -231,18 +235,16 @@ func (s *NATSServer) start(ctx context.Context) error {
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		removeScratch()
 		return err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		removeScratch()
 		return err
 	}
 	if err := cmd.Start(); err != nil {
-		removeScratch()
 		return fmt.Errorf("netns: start nats-server in %s: %w", n.Hosts[i].Name, err)
 	}
+	started = true // from here the Wait below removes it
 	s.cmd, s.stdin, s.done = cmd, stdin, make(chan struct{})
 	done := s.done
 	lines := make(chan string, 1)
