@@ -53,14 +53,8 @@ func OpenConfined(dev rdma.Device, p Profile) (Conn, error) {
 // a queue of 256 runs dry within one acknowledgement's round trip, which a
 // loaded host stretches to milliseconds: the stream then stops and starts
 // with it. The CQ keeps its depth while it still holds every outstanding
-// request's completion. 32 (a writer's queue as deep as its CQ, 8192):
-// with single ticks posted in one PostSlot each, the publisher of
-// tickbus-tcp filled a queue of 2048 (1024 ticks) and waited on it, 27 %
-// of its profile; seven alternating rounds of tickbus bench (--cases
-// tickbus-tcp,nats --scaling=false --duration 1s, load 1.9-4.7) moved
-// its single-tick median from 1.00 to 1.25 M ticks/s (1.52x to 1.88x
-// NATS's, same runs), batched 2.31 vs 2.38 M.
-const tcpSendScale = 32
+// request's completion.
+const tcpSendScale = 8
 
 func open(dev rdma.Device, p Profile, confined bool) (Conn, error) {
 	if p.SendDepth <= 0 || p.RecvDepth <= 0 || p.CQDepth <= 0 {

@@ -60,8 +60,8 @@ type QP struct {
 	sqDepth  uint64
 	postBusy uint64 // 1 while a post (or Close) runs: spinAcquire, then released by postDone
 	// ackStride: one WRITE or SEND in this many asks for an answer at once
-	// (reqAckNow), an eighth of the send queue, at most maxAckStride;
-	// sinceAck counts them. Posting goroutine only.
+	// (reqAckNow), an eighth of the send queue; sinceAck counts them.
+	// Posting goroutine only.
 	ackStride uint64
 	sinceAck  uint64
 	list      openList // PostSendBatch's WRITE list being filled
@@ -153,12 +153,6 @@ type sqDst struct {
 	lkey  uint32
 }
 
-// maxAckStride bounds ackStride: a paced feed's answers (and the
-// completions its poster reaps) come at least this often in requests
-// however deep the queue, as on the link layer's writer queue of 2048
-// before it was 8192.
-const maxAckStride = 256
-
 var _ [16 - unsafe.Sizeof(sqEntry{})]byte
 var _ [unsafe.Sizeof(sqEntry{}) - 16]byte
 
@@ -193,7 +187,7 @@ func newQP(d *Device, num uint32, cfg rdma.QPConfig, scq, rcq *CQ) *QP {
 	n := pow2(cfg.SendDepth)
 	q.sq, q.sqMask, q.sqDepth = make([]sqEntry, n), uint64(n-1), uint64(cfg.SendDepth)
 	q.sqDst = make([]sqDst, n)
-	q.ackStride = max(1, min(q.sqDepth/8, maxAckStride))
+	q.ackStride = max(1, q.sqDepth/8)
 	q.compRing = make([]uint64, n)
 	n = pow2(cfg.RecvDepth)
 	q.rq, q.rqMask, q.rqDepth = make([]rdma.RecvRequest, n), uint64(n-1), uint64(cfg.RecvDepth)
