@@ -354,7 +354,7 @@ func BenchmarkSlotFloor(b *testing.B) {
 		h := (*slotHeader)(unsafe.Pointer(&s[0]))
 		stampStore(&h.Stamp, StampBusy)
 		h.PublishNs, h.Len, h.Type, h.Flags, h.Publisher = int64(i), uint32(len(payload)), 1, 0, 7
-		h.Check = headerCheck(seq, int64(i), uint32(len(payload)), 1, 0, 7)
+		h.Check = headerCheck(seq, int64(i), uint32(len(payload)), 1, 0, 7, payload)
 		copy(s[SlotHeaderSize:], payload)
 		stampStore(&h.Stamp, seq)
 	}

@@ -63,7 +63,7 @@ const (
 // journal) needs to reach a topic's home: the sequence counter and the
 // journal. It travels between processes.
 //
-// Wire form, version 2, little endian (HomeDescSize bytes):
+// Wire form, version 3, little endian (HomeDescSize bytes):
 //
 //	u8 version (2), u8 kind 'H', u64 epoch, u64 start,
 //	u64 region addr, u32 rkey, u64 region len, u32 journal slots, u32 slot size
@@ -142,7 +142,7 @@ func (d HomeDesc) WithRKey(rkey uint32) HomeDesc {
 
 // RingDesc is what a publisher needs to write into a subscriber's ring.
 //
-// Wire form, version 2, little endian (RingDescSize bytes):
+// Wire form, version 3, little endian (RingDescSize bytes):
 //
 //	u8 version (2), u8 kind 'R', u8 mode, u64 epoch, u64 start,
 //	u64 region addr, u32 rkey, u64 region len, u32 slots, u32 slot size
@@ -245,7 +245,7 @@ func WithRKey(desc []byte, rkey uint32) ([]byte, error) {
 // it to the subscriber, and the subscriber's Reader.AddCredit writes its
 // consumed position there.
 //
-// Wire form, version 2, little endian (CreditDescSize bytes):
+// Wire form, version 3, little endian (CreditDescSize bytes):
 //
 //	u8 version (2), u8 kind 'C', u32 publisher id, u64 writer epoch,
 //	u64 cell addr, u32 rkey, u64 cell len (8..128)

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,7 +67,7 @@ func TestDescs_Unmarshal_RejectBadInputAndLeaveValue(t *testing.T) {
 		"truncated":    {good[:len(good)-1], ErrMalformed},
 		"trailing":     {append(append([]byte{}, good...), 0), ErrMalformed},
 		"version 1":    {mut(func(b []byte) { b[0] = 1 }), ErrUnknownVersion},
-		"version 3":    {mut(func(b []byte) { b[0] = 3 }), ErrUnknownVersion},
+		"version 4":    {mut(func(b []byte) { b[0] = 4 }), ErrUnknownVersion},
 		"home kind":    {mut(func(b []byte) { b[1] = kindHome }), ErrMalformed},
 		"mode 7":       {mut(func(b []byte) { b[2] = 7 }), ErrMalformed},
 		"slots 3":      {mut(func(b []byte) { b[len(b)-8] = 3 }), ErrMalformed},
@@ -220,10 +221,11 @@ func TestDescs_SameRegionAndWithRKey_OnlyTheRKeyDiffers(t *testing.T) {
 type encodingDesc interface{ MarshalBinary() ([]byte, error) }
 
 // A peer of the version-1 layout (slots a multiple of 64, the old header
-// check) is refused by name, every descriptor kind, and a 96-byte slot
-// (a multiple of 32, not of 64) is this layout's own.
+// check) or of version 2 (the check without the payload) is refused by
+// name, every descriptor kind, and a 96-byte slot (a multiple of 32, not
+// of 64) is this layout's own.
 func TestDescs_Unmarshal_RefusesAPeerOfTheOldLayout(t *testing.T) {
-	require.Equal(t, 2, DescVersion)
+	require.Equal(t, 3, DescVersion)
 	hb, err := sampleHome().MarshalBinary()
 	require.NoError(t, err)
 	rb, err := sampleRing().MarshalBinary()
@@ -239,10 +241,12 @@ func TestDescs_Unmarshal_RefusesAPeerOfTheOldLayout(t *testing.T) {
 		"credit": {cb, func(b []byte) error { var d CreditDesc; return d.UnmarshalBinary(b) }},
 	} {
 		old := append([]byte{}, c.b...)
-		old[0] = 1
-		err := c.dec(old)
-		require.ErrorIs(t, err, ErrUnknownVersion, name)
-		assert.Contains(t, err.Error(), name+" descriptor version 1, want 2", name)
+		for _, v := range []byte{1, 2} {
+			old[0] = v
+			err := c.dec(old)
+			require.ErrorIs(t, err, ErrUnknownVersion, name)
+			assert.Contains(t, err.Error(), fmt.Sprintf("%s descriptor version %d, want 3", name, v), name)
+		}
 	}
 
 	r := sampleRing()

@@ -278,10 +278,12 @@ var (
 	_ [unsafe.Offsetof(slotHeader{}.Publisher) - offBody - 16]byte
 )
 
-// newBody is the header of tick seq after its stamp.
-func newBody(seq uint64, ns int64, n uint32, typ, flags uint16, pub uint32) slotBody {
+// newBody is the header of tick seq after its stamp, its check covering
+// payload.
+func newBody(seq uint64, ns int64, typ, flags uint16, pub uint32, payload []byte) slotBody {
+	n := uint32(len(payload))
 	return slotBody{ns: uint64(ns), lenTypFl: uint64(n) | uint64(typ)<<32 | uint64(flags)<<48,
-		pubCheck: uint64(pub) | uint64(headerCheck(seq, ns, n, typ, flags, pub))<<32}
+		pubCheck: uint64(pub) | uint64(headerCheck(seq, ns, n, typ, flags, pub, payload))<<32}
 }
 
 // mappedRings is ts and then the journal (if any), if allDirect(ts);
@@ -409,7 +411,7 @@ func (w *Writer) directBatch(tl *targetList, first uint64, ticks []Tick) {
 	bodies := w.bodies[:len(ticks)]
 	for i := range ticks {
 		t := &ticks[i]
-		bodies[i] = newBody(first+uint64(i), t.PublishNs, uint32(len(t.Payload)), t.Type, t.Flags&FlagsUser, w.pub)
+		bodies[i] = newBody(first+uint64(i), t.PublishNs, t.Type, t.Flags&FlagsUser, w.pub, t.Payload)
 	}
 	if j := w.journal; j != nil && !j.dropped && w.directLive(j) {
 		putRun(j, first, bodies, ticks, 0)

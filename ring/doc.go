@@ -35,7 +35,7 @@
 //	+20  type       u16  application's                 every sequence below next
 //	+22  flags      u16  FlagSkip | user bits          (written by its reader via RDMA)
 //	+24  publisher  u32                          +8   pad to 128, page unused
-//	+28  check      u32  headerCheck(seq, fields)
+//	+28  check      u32  headerCheck(seq, fields, payload)
 //	+32  payload    len bytes
 //
 // layout.go holds the structs behind these drawings, with compile-time size
@@ -51,8 +51,11 @@
 //	| (stamp first)  | 0..31         | 32..63         | (stamp first)  |                    |
 //
 // The 8-byte stamp, the seqlock word, is always 8-aligned (32-aligned).
-// Layout version 2 (layoutVersion, DescVersion): version 1 had slots a
-// multiple of 64 and another header check; its descriptors are refused.
+// Layout version 3 (layoutVersion, DescVersion): the check covers the
+// payload as well as the header (a lossy slot's seqlock holds against one
+// writer, the check against a second one's older lap landing under it:
+// slot.go). Version 2's check covered the header alone, version 1 had
+// slots a multiple of 64; their descriptors are refused.
 //
 // # Publishing
 //

@@ -170,14 +170,7 @@ func (r *Reader) trusted(off int, stamp uint64) bool {
 		r.stats.untrusted.Add(1)
 		return false
 	}
-	s := r.slots[off : off+SlotHeaderSize]
-	ns := int64(binary.LittleEndian.Uint64(s[8:]))
-	n := binary.LittleEndian.Uint32(s[16:])
-	typ := binary.LittleEndian.Uint16(s[20:])
-	flags := binary.LittleEndian.Uint16(s[22:])
-	pub := binary.LittleEndian.Uint32(s[24:])
-	check := binary.LittleEndian.Uint32(s[28:])
-	if check != headerCheck(stamp, ns, n, typ, flags, pub) {
+	if !slotWhole(r.slots[off:off+r.slotSize], stamp) {
 		if stampAt(r.slots, off).Load() == stamp { // not merely being rewritten
 			r.stats.untrusted.Add(1)
 		}

@@ -52,7 +52,7 @@ func TestReader_LappedStampAboveBound_NotTrusted(t *testing.T) {
 	// as a writer would, but above the bound
 	seq := uint64(641)
 	off := int(seq&rd.mask) * rd.slotSize
-	putBody(rd.slots[off+offBody:off+SlotHeaderSize], seq, 0, 0, 0, 0, 7)
+	putBody(rd.slots[off+offBody:off+SlotHeaderSize], seq, 0, 0, 0, 0, 7, nil)
 	stampAt(rd.slots, off).Store(seq)
 	// seq 1 lives in the same slot as 641 (64 slots): the reader waits for 1
 	for range 1000 {

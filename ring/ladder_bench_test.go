@@ -178,6 +178,6 @@ func bareSlot(s []byte, seq uint64, p []byte) {
 	putTail(s, p)
 	putHead(s, p)
 	bw := (*[3]uint64)(unsafe.Pointer(&h.PublishNs))
-	bw[0], bw[1], bw[2] = seq, uint64(len(p))|1<<32, 7|uint64(headerCheck(seq, int64(seq), uint32(len(p)), 1, 0, 7))<<32
+	bw[0], bw[1], bw[2] = seq, uint64(len(p))|1<<32, 7|uint64(headerCheck(seq, int64(seq), uint32(len(p)), 1, 0, 7, p))<<32
 	stampStore(&h.Stamp, seq)
 }

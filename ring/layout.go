@@ -62,10 +62,12 @@ const (
 
 	regionMagicHome = 0x4d484254 // "TBHM"
 	regionMagicRing = 0x47524254 // "TBRG"
-	// layoutVersion 2: slot sizes a multiple of SlotAlign (32), not of 64,
-	// and headerCheck's two-lane mix (slot.go). Descriptors carry it
-	// (DescVersion): a peer of another layout is refused, never misread.
-	layoutVersion = 2
+	// layoutVersion 3: a slot's check covers its payload (headerCheck's
+	// payloadSum, slot.go); 2 had slot sizes a multiple of SlotAlign (32),
+	// not of 64, and the two-lane mix over the header alone. Descriptors
+	// carry it (DescVersion): a peer of another layout is refused, never
+	// misread (a version-2 writer's checks would fail in every slot).
+	layoutVersion = 3
 )
 
 // regionHeader is line 0 of a home or ring region. Written once by the owner
@@ -102,7 +104,7 @@ type slotHeader struct {
 	Type      uint16 // application's tick type, opaque to ring
 	Flags     uint16 // FlagSkip, application bits above
 	Publisher uint32 // WriterConfig.PublisherID
-	Check     uint32 // headerCheck(seq, fields): catches garbage and torn headers
+	Check     uint32 // headerCheck(seq, fields, payload): catches garbage, torn headers and torn payloads
 }
 
 // creditStride is the distance between a writer's credit cells: a

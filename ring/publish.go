@@ -56,7 +56,7 @@ func (w *Writer) Publish(typ uint16, payload []byte, publishNs int64) (uint64, e
 		return 0, err
 	}
 	if tl.direct && (tl.reliable == 0 || w.roomFor(tl, seq)) {
-		body := newBody(seq, publishNs, uint32(len(payload)), typ, 0, w.pub)
+		body := newBody(seq, publishNs, typ, 0, w.pub, payload)
 		w.directTick(tl, seq, &body, payload)
 		addOwn(&w.stats.published, 1)
 		return seq, nil
@@ -268,7 +268,7 @@ func (w *Writer) stage(i int, seq uint64, typ, flags uint16, payload []byte, ns 
 	off := w.stgImages + idx*w.stgSlot
 	b := w.stg[off : off+SlotHeaderSize+len(payload)]
 	binary.LittleEndian.PutUint64(b, StampBusy)
-	putBody(b[offBody:], seq, ns, uint32(len(payload)), typ, flags, w.pub)
+	putBody(b[offBody:], seq, ns, uint32(len(payload)), typ, flags, w.pub, payload)
 	copy(b[SlotHeaderSize:], payload)
 	binary.LittleEndian.PutUint64(w.stg[stgStamps+8*idx:], seq)
 	w.batchOffs[i] = idx

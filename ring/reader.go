@@ -278,7 +278,7 @@ func (r *Reader) poll(h Handler, limit int) int {
 			le := binary.LittleEndian
 			ns, ltf, pc := le.Uint64(w[0:]), le.Uint64(w[8:]), le.Uint64(w[16:])
 			ln := uint64(uint32(ltf))
-			good := ln <= uint64(len(s)-SlotHeaderSize) && uint32(pc>>32) == checkWords(seq, ns, ltf, uint32(pc))
+			good := ln <= uint64(len(s)-SlotHeaderSize)
 			var p []byte
 			if good {
 				p = s[SlotHeaderSize : SlotHeaderSize+ln : SlotHeaderSize+ln] // a view: no writer touches a reliable slot the reader has not released
@@ -286,9 +286,12 @@ func (r *Reader) poll(h Handler, limit int) int {
 			if r.lossy {
 				// Seqlock read: the writer stores StampBusy before it
 				// touches a slot again, so an unchanged stamp after the
-				// header's loads and the payload's copy proves both whole.
-				// The header is checked where it lies; only the payload is
-				// copied out (the tick's payload is the copy).
+				// header's loads and the payload's copy proves both whole
+				// against that writer. Only the payload is copied out (the
+				// tick's payload is the copy), and the check is taken over
+				// the copy: a second writer's frame for an older lap can
+				// land under an unchanged stamp (headerCheck), and then
+				// the sum tells.
 				if good {
 					p = copyPayload(r.scratch[n*r.slotSize:(n+1)*r.slotSize], s, p)
 				}
@@ -298,6 +301,7 @@ func (r *Reader) poll(h Handler, limit int) int {
 					break // being rewritten by a later lap: the next poll sees the overrun
 				}
 			}
+			good = good && uint32(pc>>32) == checkWords(seq, ns, ltf, uint32(pc), payloadSum(p))
 			flags := uint16(ltf >> 48)
 			if !good || (flags&FlagSkip != 0 && ln != 8) {
 				work, n = work+n, r.flush(h, n)

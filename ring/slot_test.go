@@ -13,7 +13,7 @@ import (
 func encodeSlot(size int, seq uint64, typ, flags uint16, payload []byte) []byte {
 	b := make([]byte, size)
 	binary.LittleEndian.PutUint64(b, seq)
-	putBody(b[offBody:], seq, 77, uint32(len(payload)), typ, flags, 5)
+	putBody(b[offBody:], seq, 77, uint32(len(payload)), typ, flags, 5, payload)
 	copy(b[SlotHeaderSize:], payload)
 	return b
 }
@@ -61,7 +61,7 @@ func FuzzDecodeSlot(f *testing.F) {
 			t.Fatalf("payload of %d bytes from a slot of %d", len(tk.Payload), len(slot))
 		}
 		n := binary.LittleEndian.Uint32(slot[16:])
-		if headerCheck(seq, tk.PublishNs, n, tk.Type, tk.Flags, tk.Publisher) != binary.LittleEndian.Uint32(slot[28:]) {
+		if headerCheck(seq, tk.PublishNs, n, tk.Type, tk.Flags, tk.Publisher, tk.Payload) != binary.LittleEndian.Uint32(slot[28:]) {
 			t.Fatal("accepted a header whose check does not match")
 		}
 		if tk.Flags&FlagSkip != 0 {
@@ -203,7 +203,7 @@ func TestHeaderCheck_CatchesOtherLapsFlippedBitsAndTornHeaders(t *testing.T) {
 		typ, flags uint16
 		pub        uint32
 	}
-	check := func(h hdr) uint32 { return headerCheck(h.seq, int64(h.ns), h.n, h.typ, h.flags, h.pub) }
+	check := func(h hdr) uint32 { return headerCheck(h.seq, int64(h.ns), h.n, h.typ, h.flags, h.pub, nil) }
 	random := func() hdr {
 		return hdr{seq: rng.Uint64N(1 << 40), ns: rng.Uint64(), n: rng.Uint32N(MaxSlotSize), typ: uint16(rng.Uint32()),
 			flags: uint16(rng.Uint32()), pub: rng.Uint32()}
@@ -268,10 +268,14 @@ func TestCheckWords_IsHeaderCheckOfTheSlotWords(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		seq, ns, n, typ, flags, pub := rng.Uint64(), int64(rng.Uint64()), rng.Uint32(), uint16(rng.Uint32()), uint16(rng.Uint32()), rng.Uint32()
 		b := make([]byte, SlotHeaderSize)
-		putBody(b[offBody:], seq, ns, n, typ, flags, pub)
+		p := make([]byte, rng.IntN(200))
+		for j := range p {
+			p[j] = byte(rng.Uint32())
+		}
+		putBody(b[offBody:], seq, ns, n, typ, flags, pub, p)
 		le := binary.LittleEndian
-		require.Equal(t, headerCheck(seq, ns, n, typ, flags, pub), checkWords(seq, le.Uint64(b[8:]), le.Uint64(b[16:]), uint32(le.Uint64(b[24:]))))
-		require.Equal(t, headerCheck(seq, ns, n, typ, flags, pub), le.Uint32(b[28:]))
+		require.Equal(t, headerCheck(seq, ns, n, typ, flags, pub, p), checkWords(seq, le.Uint64(b[8:]), le.Uint64(b[16:]), uint32(le.Uint64(b[24:])), payloadSum(p)))
+		require.Equal(t, headerCheck(seq, ns, n, typ, flags, pub, p), le.Uint32(b[28:]))
 	}
 }
 

@@ -1,7 +1,5 @@
 package ring
 
-import "encoding/binary"
-
 // Undelivered counts the ticks the ring holds more than a lap past the
 // reader's position, whole (their header check passes), which it has not
 // delivered and Poll cannot reach, and gives the lowest and highest of
@@ -17,10 +15,7 @@ func (r *Reader) Undelivered() (n, from, to uint64) {
 		if stamp < r.next || stamp == StampBusy || stamp-r.next <= r.mask {
 			continue // delivered, being written, or within the lap Poll reaches (a writer still finishing)
 		}
-		s := r.slots[off : off+SlotHeaderSize]
-		if binary.LittleEndian.Uint32(s[28:]) != headerCheck(stamp, int64(binary.LittleEndian.Uint64(s[8:])),
-			binary.LittleEndian.Uint32(s[16:]), binary.LittleEndian.Uint16(s[20:]), binary.LittleEndian.Uint16(s[22:]),
-			binary.LittleEndian.Uint32(s[24:])) {
+		if !slotWhole(r.slots[off:off+r.slotSize], stamp) {
 			continue // torn or not a tick: nothing to count
 		}
 		if n == 0 || stamp < from {

@@ -104,7 +104,7 @@ func (w *Writer) leanTick(tl *targetList, typ uint16, payload []byte, ns int64) 
 	// keep the two in step.)
 	n := uint32(len(payload))
 	b1 := uint64(n) | uint64(typ)<<32
-	b2 := uint64(w.pub) | uint64(headerCheck(c, ns, n, typ, 0, w.pub))<<32
+	b2 := uint64(w.pub) | uint64(headerCheck(c, ns, n, typ, 0, w.pub, payload))<<32
 	// A slot prefetchAhead on is taken only where no reader can still
 	// need it: every reliable ring's reader passed its sequence a lap
 	// ago (the cached room, leanClaim's check), and a lossy ring's
@@ -149,7 +149,7 @@ func (w *Writer) leanBatch(tl *targetList, ticks []Tick) (first uint64, claimed 
 	bodies := w.bodies[:len(ticks)]
 	for i := range ticks {
 		t := &ticks[i]
-		bodies[i] = newBody(c+uint64(i), t.PublishNs, uint32(len(t.Payload)), t.Type, t.Flags&FlagsUser, w.pub)
+		bodies[i] = newBody(c+uint64(i), t.PublishNs, t.Type, t.Flags&FlagsUser, w.pub, t.Payload)
 	}
 	aheadLimit := ^uint64(0) // as leanTick's: within the cached reliable room
 	if tl.reliable > 0 {
