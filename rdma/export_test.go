@@ -12,3 +12,11 @@ func AdaptivePhase(a *Adaptive) int { return int(a.phase) }
 
 // AdaptiveWindow is the spin window of a's idle span.
 func AdaptiveWindow(a *Adaptive) time.Duration { return a.window }
+
+// OSSleep is Adaptive's park (osSleep).
+func OSSleep(d time.Duration) { osSleep(d) }
+
+// RawSleeps is how many of osSleep's sleeps were raw nanosleeps, and the
+// most at once; ResetRawSleepersMax clears the latter.
+func RawSleeps() (n uint64, most int32) { return rawSleeps.Load(), rawSleepersMax.Load() }
+func ResetRawSleepersMax()              { rawSleepersMax.Store(0) }
