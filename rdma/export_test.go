@@ -13,8 +13,11 @@ func AdaptivePhase(a *Adaptive) int { return int(a.phase) }
 // AdaptiveWindow is the spin window of a's idle span.
 func AdaptiveWindow(a *Adaptive) time.Duration { return a.window }
 
-// OSSleep is Adaptive's park (osSleep).
-func OSSleep(d time.Duration) { osSleep(d) }
+// OSSleeper is Adaptive's park (osSleeper).
+type OSSleeper = osSleeper
+
+// Sleep is Adaptive's park of d.
+func (o *OSSleeper) Sleep(d time.Duration) { o.sleep(d) }
 
 // RawSleeps is how many of osSleep's sleeps were raw nanosleeps, and the
 // most at once; ResetRawSleepersMax clears the latter.

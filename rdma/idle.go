@@ -181,6 +181,7 @@ type Adaptive struct {
 	phase    uint32        // adaptiveSpin .. adaptiveDeep
 	park     time.Duration // next sleep in the park phases
 	parks    atomic.Uint64 // sleeps taken; read by Parks
+	sleeper  osSleeper     // osSleep's state (idle_linux.go)
 
 	// Tests' clock and sleep; nil: clock() and time.Sleep.
 	now   func() time.Duration
@@ -233,7 +234,7 @@ func (a *Adaptive) doSleep(d time.Duration) {
 	if a.sleep != nil {
 		a.sleep(d)
 	} else {
-		osSleep(d)
+		a.sleeper.sleep(d)
 	}
 	a.parks.Add(1)
 }

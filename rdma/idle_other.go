@@ -10,8 +10,10 @@ import (
 // osYield is a no-op where sched_yield is not wired (see idle_linux.go).
 func osYield() {}
 
-// osSleep is time.Sleep here (see idle_linux.go).
-func osSleep(d time.Duration) { time.Sleep(d) }
+// osSleeper is time.Sleep here (see idle_linux.go).
+type osSleeper struct{}
+
+func (*osSleeper) sleep(d time.Duration) { time.Sleep(d) }
 
 // goschedOneIn is 1 here: without sched_yield, yieldOnce is Gosched.
 const (
