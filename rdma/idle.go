@@ -143,7 +143,7 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 //   - yield: until YieldFor after SpinFor (or the end of a longer window),
 //     Yield's step (yieldOnce) on every call;
 //   - park: sleep MinPark, doubling up to MaxPark (on Linux in a raw
-//     nanosleep on the thread while another P is free, osSleep in
+//     nanosleep on the thread while no goroutine waits for a P, osSleeper in
 //     idle_linux.go: one wake-up per park, and the time asked, not
 //     rounded up to the runtime's millisecond);
 //   - deep park: after DeepAfter without work, sleep DeepPark per call, so
@@ -181,7 +181,7 @@ type Adaptive struct {
 	phase    uint32        // adaptiveSpin .. adaptiveDeep
 	park     time.Duration // next sleep in the park phases
 	parks    atomic.Uint64 // sleeps taken; read by Parks
-	sleeper  osSleeper     // osSleep's state (idle_linux.go)
+	sleeper  osSleeper     // the park's state (osSleeper, idle_linux.go)
 
 	// Tests' clock and sleep; nil: clock() and time.Sleep.
 	now   func() time.Duration

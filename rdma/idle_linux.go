@@ -99,7 +99,7 @@ func (o *osSleeper) free() bool {
 }
 
 var (
-	rawSleepers    atomic.Int32  // goroutines in osSleep's raw nanosleep (or deciding)
+	rawSleepers    atomic.Int32  // goroutines in osSleeper's raw nanosleep (or deciding)
 	rawSleepersMax atomic.Int32  // the most at once (tests check the bound)
 	rawSleeps      atomic.Uint64 // raw sleeps taken (tests)
 )
