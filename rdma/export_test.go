@@ -19,7 +19,7 @@ type OSSleeper = osSleeper
 // Sleep is Adaptive's park of d.
 func (o *OSSleeper) Sleep(d time.Duration) { o.sleep(d) }
 
-// RawSleeps is how many of osSleep's sleeps were raw nanosleeps, and the
+// RawSleeps is how many of osSleeper's sleeps were raw nanosleeps, and the
 // most at once; ResetRawSleepersMax clears the latter.
 func RawSleeps() (n uint64, most int32) { return rawSleeps.Load(), rawSleepersMax.Load() }
 func ResetRawSleepersMax()              { rawSleepersMax.Store(0) }
