@@ -142,7 +142,10 @@ func (b *Backoff) Reset() { b.spins, b.yields, b.park = 0, 0, 0 }
 //     rdma/internal/handoff) runs at once: the call then Goscheds.
 //   - yield: until YieldFor after SpinFor (or the end of a longer window),
 //     Yield's step (yieldOnce) on every call;
-//   - park: sleep MinPark, doubling up to MaxPark;
+//   - park: sleep MinPark, doubling up to MaxPark (on Linux in a raw
+//     nanosleep on the thread while no goroutine waits for a P, osSleeper in
+//     idle_linux.go: one wake-up per park, and the time asked, not
+//     rounded up to the runtime's millisecond);
 //   - deep park: after DeepAfter without work, sleep DeepPark per call, so
 //     that a subscriber with nothing to read wakes a few hundred times a
 //     second, not a thousand (each wake costs tens of microseconds of CPU
@@ -178,6 +181,7 @@ type Adaptive struct {
 	phase    uint32        // adaptiveSpin .. adaptiveDeep
 	park     time.Duration // next sleep in the park phases
 	parks    atomic.Uint64 // sleeps taken; read by Parks
+	sleeper  osSleeper     // the park's state (osSleeper, idle_linux.go)
 
 	// Tests' clock and sleep; nil: clock() and time.Sleep.
 	now   func() time.Duration
@@ -230,7 +234,7 @@ func (a *Adaptive) doSleep(d time.Duration) {
 	if a.sleep != nil {
 		a.sleep(d)
 	} else {
-		time.Sleep(d)
+		a.sleeper.sleep(d)
 	}
 	a.parks.Add(1)
 }
