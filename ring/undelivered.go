@@ -1,7 +1,7 @@
 package ring
 
 // Undelivered counts the ticks the ring holds more than a lap past the
-// reader's position, whole (their header check passes), which it has not
+// reader's position, whole (their check, payload included, passes), which it has not
 // delivered and Poll cannot reach, and gives the lowest and highest of
 // their sequences. Close calls it after
 // its drain: a tick still here is one a writer put in this ring and the
