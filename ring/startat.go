@@ -27,3 +27,13 @@ func (r *Reader) StartAt(seq uint64) error {
 	r.head.Store(seq) // pairs with observers' loads (Head, Stats)
 	return nil
 }
+
+// FirstWritten is the first sequence from the reader's next one up to
+// (not including) limit, within one ring, whose slot is written (holds it
+// or a later lap); 0 if none is. A ring held undelivered while its start
+// was being learnt uses it to start at what a writer already put there,
+// not beyond it. It costs one load per slot: call it from the polling
+// goroutine, off the hot path.
+func (r *Reader) FirstWritten(limit uint64) uint64 {
+	return r.firstPresentBelow(r.next, limit)
+}
