@@ -53,8 +53,12 @@ func OpenConfined(dev rdma.Device, p Profile) (Conn, error) {
 // a queue of 256 runs dry within one acknowledgement's round trip, which a
 // loaded host stretches to milliseconds: the stream then stops and starts
 // with it. The CQ keeps its depth while it still holds every outstanding
-// request's completion.
-const tcpSendScale = 8
+// request's completion: with 32, a ring's send queue is as deep as its CQ
+// (8192 requests, not 2048). A deeper queue lets one publisher's writes
+// lag further behind another's; since the slot check covers the payload
+// (layout version 3) a frame landing over a newer lap is an EventCorrupt,
+// never a torn tick delivered, so the depth costs no correctness.
+const tcpSendScale = 32
 
 func open(dev rdma.Device, p Profile, confined bool) (Conn, error) {
 	if p.SendDepth <= 0 || p.RecvDepth <= 0 || p.CQDepth <= 0 {
