@@ -60,12 +60,18 @@ func OpenConfined(dev rdma.Device, p Profile) (Conn, error) {
 // never a torn tick delivered, so the depth costs no correctness.
 const tcpSendScale = 32
 
+// tcpSendDepth is a tcp queue pair's send depth for p on a device whose
+// queue pairs hold at most maxQP requests.
+func tcpSendDepth(p Profile, maxQP int) int {
+	return min(p.SendDepth*tcpSendScale, max(p.CQDepth, p.SendDepth), maxQP)
+}
+
 func open(dev rdma.Device, p Profile, confined bool) (Conn, error) {
 	if p.SendDepth <= 0 || p.RecvDepth <= 0 || p.CQDepth <= 0 {
 		return Conn{}, fmt.Errorf("%w: send %d, recv %d, cq %d, want all > 0", ErrInvalidProfile, p.SendDepth, p.RecvDepth, p.CQDepth)
 	}
 	if dev.Provider() == rdma.ProviderTCP {
-		p.SendDepth = min(p.SendDepth*tcpSendScale, max(p.CQDepth, p.SendDepth), dev.Caps().MaxQPDepth)
+		p.SendDepth = tcpSendDepth(p, dev.Caps().MaxQPDepth)
 	}
 	cq, err := dev.CreateCQ(p.CQDepth)
 	if err != nil {

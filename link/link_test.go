@@ -110,7 +110,16 @@ func TestOpen_TCPWriter_DeeperSendQueue(t *testing.T) {
 			break
 		}
 	}
-	assert.Equal(t, 16, posted, "the CQ's depth, not the profile's 4 (nor 8×4)")
+	assert.Equal(t, 16, posted, "the CQ's depth, not the profile's 4 (nor 32×4)")
+}
+
+// A publisher's tcp queue pair to a ring queues as many requests as its CQ
+// holds (8192), not 2048: a queue that runs dry within an acknowledgement's
+// round trip stops the stream with it (tcpSendScale).
+func TestTCPSendDepth_WriterAsDeepAsItsCQ(t *testing.T) {
+	assert.Equal(t, Writer.CQDepth, tcpSendDepth(Writer, 1<<16))
+	assert.Equal(t, 1024, tcpSendDepth(Writer, 1024), "within the device's limit")
+	assert.Equal(t, Responder.CQDepth, tcpSendDepth(Responder, 1<<16))
 }
 
 func TestBackoff_DoublesUpToMaxAndBoundsAttempts(t *testing.T) {

@@ -707,7 +707,7 @@ func (w *Writer) roomFor(tl *targetList, last uint64) bool {
 			continue
 		}
 		l := t.position() + t.slots
-		if last >= l && w.readHead(t) {
+		if last >= l && t.headDue() && w.readHead(t) {
 			l = t.position() + t.slots
 		}
 		if l < w.limit {
@@ -715,6 +715,30 @@ func (w *Writer) roomFor(tl *targetList, last uint64) bool {
 		}
 	}
 	return last < w.limit
+}
+
+// headDue reports whether a writer that found no room by t's credit cell
+// should READ t's ring head now: at once where the head is mapped (a
+// load), otherwise only once the cell has stood still for creditIdle, the
+// longest a polling reader goes without a credit WRITE. Over tcp the READ
+// queues behind every WRITE in flight, up to a whole ring: the writer
+// waited for all of it to drain while the credits that came meanwhile went
+// unseen, then found the pipeline empty, a stop-and-wait with a window of
+// one ring. Publishing goroutine only.
+func (t *target) headDue() bool {
+	if t.dhead != nil {
+		return true
+	}
+	c, now := t.cell.Next.Load(), monoNs() // pairs with the reader's credit WRITE
+	if c != t.cellSeen {
+		t.cellSeen, t.cellAt = c, now
+		return false
+	}
+	if now-t.cellAt < creditIdle {
+		return false
+	}
+	t.cellAt = now // the next READ another creditIdle later, unless the cell moves
+	return true
 }
 
 // position is what the writer knows of a reliable target's reader: every

@@ -206,6 +206,8 @@ type target struct {
 	journal  bool
 	cell     *creditCell // reliable only: the reader's position, written by the reader
 	head     uint64      // reliable only: the ring's head as last READ
+	cellSeen uint64      // reliable, head not mapped: the cell's value roomFor last saw (headDue)
+	cellAt   int64       // monoNs when cellSeen changed, or of the last head READ
 	stuckAt  uint64      // reliable only: the position a publish without room saw (unstick)
 	cellIdx  int
 	posts    uint32
