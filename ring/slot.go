@@ -56,28 +56,7 @@ func checkWords(seq, ns, ltf uint64, pub uint32, sum uint64) uint32 {
 // with the payload's length. The multiplies do not wait for each other: a
 // 64-byte payload is four a CPU overlaps (BenchmarkPayloadSum). An empty
 // payload sums to 0.
-//
-// A 64-byte payload (the bench's message, and the size the lean paths'
-// copies are shaped for) is summed straight-line, without the loop or a
-// second call: payloadSumLoop's result, checked against it by
-// TestPayloadSum_Sum64MatchesLoop.
 func payloadSum(p []byte) uint64 {
-	if len(p) != 64 {
-		return payloadSumLoop(p)
-	}
-	// payloadSumLoop's two rounds, written out: four independent multiplies.
-	const k0, k1 = 0xd6e8feb86659fd93, 0xca9b0c3e3f5d5a6f
-	q := (*[64]byte)(p)
-	le := binary.LittleEndian
-	h0, l0 := bits.Mul64(le.Uint64(q[0:8])^k0, le.Uint64(q[8:16])^k1)
-	h1, l1 := bits.Mul64(le.Uint64(q[16:24])^k0^16, le.Uint64(q[24:32])^k1)
-	h2, l2 := bits.Mul64(le.Uint64(q[32:40])^k0^32, le.Uint64(q[40:48])^k1)
-	h3, l3 := bits.Mul64(le.Uint64(q[48:56])^k0^48, le.Uint64(q[56:64])^k1)
-	return h0 ^ l0 ^ h1 ^ l1 ^ h2 ^ l2 ^ h3 ^ l3
-}
-
-// payloadSumLoop is payloadSum of any payload.
-func payloadSumLoop(p []byte) uint64 {
 	const k0, k1, k2, k3 = 0xd6e8feb86659fd93, 0xca9b0c3e3f5d5a6f, 0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9
 	le := binary.LittleEndian
 	var s0, s1 uint64

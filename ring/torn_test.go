@@ -243,24 +243,3 @@ func BenchmarkPayloadSum(b *testing.B) {
 }
 
 var sumSink uint64
-
-// payloadSum's straight-line 64-byte case is the loop's sum: random
-// payloads (a fixed seed), and payloads that differ from zero in one
-// word, so that every word's constant and offset is checked on its own.
-func TestPayloadSum_Sum64MatchesLoop(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	p := make([]byte, 64)
-	for range 1000 {
-		for i := range p {
-			p[i] = byte(rng.Uint32())
-		}
-		require.Equal(t, payloadSumLoop(p), payloadSum(p))
-	}
-	for w := range 8 {
-		clear(p)
-		p[w*8] = 1
-		require.Equal(t, payloadSumLoop(p), payloadSum(p), "word %d", w)
-	}
-	clear(p)
-	require.Equal(t, payloadSumLoop(p), payloadSum(p))
-}
