@@ -28,12 +28,16 @@ func (r *Reader) StartAt(seq uint64) error {
 	return nil
 }
 
-// FirstWritten is the first sequence from the reader's next one up to
-// (not including) limit, within one ring, whose slot is written (holds it
-// or a later lap); 0 if none is. A ring held undelivered while its start
-// was being learnt uses it to start at what a writer already put there,
-// not beyond it. It costs one load per slot: call it from the polling
-// goroutine, off the hot path.
+// FirstWritten is where a reader that has passed nothing and is to start
+// at limit should start instead: the first sequence from its next one up
+// to limit, within one ring, whose slot is written (holds it or a later
+// lap), or limit if none is. A ring held undelivered while its start was
+// being learnt starts at what a writer already put there, not beyond it.
+// It costs one load per slot: call it from the polling goroutine, off the
+// hot path.
 func (r *Reader) FirstWritten(limit uint64) uint64 {
-	return r.firstPresentBelow(r.next, limit)
+	if w := r.firstPresentBelow(r.next, limit); w != 0 {
+		return w
+	}
+	return limit
 }

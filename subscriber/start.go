@@ -23,14 +23,19 @@ func (s *Subscriber) maybeStart() bool {
 	if s.accepting.Load() != 0 { // pairs with the Adds in learnStart and learnLate
 		return false
 	}
+	// A counter learnt late (learnLate), or again by unstick, is above what
+	// publishers wrote into the ring while it was held: FirstWritten starts
+	// it at the first of those, so they are delivered, not passed over (a
+	// counter learnt in time is below all the ring holds).
 	if v := s.startAt.Load(); v > s.reader.Next() { // pairs with the CAS in learn
-		v = s.firstWritten(v)
-		if err := s.reader.StartAt(v); err == nil {
-			s.h.startedAt.Store(v)
+		if v = s.reader.FirstWritten(v); v > s.reader.Next() { // already there: nothing to move
+			if err := s.reader.StartAt(v); err == nil {
+				s.h.startedAt.Store(v)
+			}
 		}
 	}
 	if v := s.restartAt.Load(); v > s.reader.Next() { // pairs with the Store in unstick
-		v = s.firstWritten(v)
+		v = s.reader.FirstWritten(v)
 		if skipped := v - s.reader.Next(); skipped > 0 {
 			if err := s.reader.StartAt(v); err == nil {
 				s.h.startedAt.Store(v)
@@ -39,19 +44,6 @@ func (s *Subscriber) maybeStart() bool {
 		}
 	}
 	return true
-}
-
-// firstWritten is where a held ring that is to start at v starts: at the
-// first sequence below v that a publisher already wrote into it, or at v.
-// A counter learnt late (learnLate), or again by unstick, is above what
-// publishers wrote into the ring while it was held: those ticks are
-// delivered, not passed over. (A counter learnt in time is below all the
-// ring holds, and this finds nothing.)
-func (s *Subscriber) firstWritten(v uint64) uint64 {
-	if w := s.reader.FirstWritten(v); w != 0 {
-		return w
-	}
-	return v
 }
 
 // learnWait bounds learnStart inside accept: the publisher's connect waits
