@@ -1,5 +1,11 @@
 package subscriber
 
+import (
+	"context"
+
+	"github.com/tickbus/tickbus/bus"
+)
+
 // NoAskOnReconnect turns off the question a subscriber asks the home when
 // its node's NATS connection comes back, until restore is called: for a
 // test of the question Close asks by itself. Call it before New.
@@ -7,4 +13,14 @@ func NoAskOnReconnect() (restore func()) {
 	old := askOnReconnect
 	askOnReconnect = false
 	return func() { askOnReconnect = old }
+}
+
+// SilentHome makes every question to the topic's home fail, until restore
+// is called: a home that never answers (its host starved or cut off).
+func SilentHome() (restore func()) {
+	old := askHome
+	askHome = func(*Subscriber, context.Context, bus.PeerInfo) (homeCounter, error) {
+		return homeCounter{}, context.DeadlineExceeded
+	}
+	return func() { askHome = old }
 }

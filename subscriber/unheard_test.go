@@ -333,6 +333,30 @@ func accountedIn(seqs []uint64, events []ring.Event, from, to uint64) error {
 	return nil
 }
 
+// The same dropped subscriber when no home answers at Close (and no ended
+// epoch is known): it cannot name what it never got, and says so in its
+// log rather than closing as if its last tick were the topic's end.
+func TestPubSub_DroppedSubscriber_HomeSilentAtClose_SaysTheTailCannotBeNamed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps a node away from NATS past the heartbeat timeout; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t.Cleanup(subscriber.NoAskOnReconnect())
+	var logs testlog.Buf
+	r := newAwayRig(t, ctx, -1, func(c *subscriber.Config) { c.GapTimeout = time.Minute; c.Logger = zerolog.New(&logs) })
+	r.dropSubscriber(t, ctx)
+	r.link.Restore()
+	require.Eventually(t, func() bool { return r.b.Connected() }, 20*time.Second, 10*time.Millisecond)
+
+	t.Cleanup(subscriber.SilentHome())
+	require.NoError(t, r.sub.Close())
+	require.NoError(t, <-r.runErr)
+	got := r.sub.Counters()
+	assert.Less(t, got.Received, r.sequence, "the dropped subscriber received every tick")
+	assert.Equal(t, 1, logs.Count("ticks published after the last one delivered cannot be named"), "the unnamed tail was not logged\n%s", logs.String())
+}
+
 // A held subscriber whose queue pair then fails (here its process closes
 // the subscriber while its node is still away from NATS, as a host that
 // dies closes every queue pair) is dropped at once, counted and logged:
