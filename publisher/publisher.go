@@ -19,7 +19,9 @@ import (
 
 // Publisher puts messages on one topic: it finds or becomes the topic's
 // home, and writes every message into every subscriber's ring. One
-// goroutine publishes; the rest is safe from any.
+// goroutine publishes; the rest is safe from any, but Close must not
+// overlap a publish (stop the publishing goroutine first: Close unmaps
+// what a publish writes through).
 type Publisher struct {
 	cfg  Config
 	node Node

@@ -246,14 +246,15 @@ func TestPubSub_Reliable_SlowSubscriberLosesNothing(t *testing.T) {
 	sub, err := subscriber.New(ctx, node, devs, subscriber.Config{Topic: "rel", Mode: ring.Reliable, Slots: 16, MaxBatch: 4,
 		Idle: rdma.NewBackoff(), StatsInterval: -1}, &c)
 	require.NoError(t, err)
-	slow := make(chan error, 1)
+	slow := make(chan struct{})
 	go func() {
+		defer close(slow)
 		for c.count() < 500 && ctx.Err() == nil {
 			sub.Poll()
 			time.Sleep(50 * time.Microsecond)
 		}
-		slow <- nil
 	}()
+	defer func() { cancel(); <-slow }() // a failed publish: no Poll left running into the devices' Close
 	pub, err := publisher.New(ctx, node, devs, publisher.Config{Topic: "rel", Idle: rdma.Yield{}, Timeout: 10 * time.Second})
 	require.NoError(t, err)
 	defer pub.Close()
@@ -262,7 +263,7 @@ func TestPubSub_Reliable_SlowSubscriberLosesNothing(t *testing.T) {
 		_, err := pub.Publish(tick.MessageType, []byte("reliable"), time.Now().UnixNano())
 		require.NoError(t, err)
 	}
-	require.NoError(t, <-slow)
+	<-slow
 	require.NoError(t, sub.Close())
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -326,6 +327,8 @@ func TestPubSub_LateSubscriber_StartsAtTheHomesCounter(t *testing.T) {
 	require.NoError(t, pub.WaitSubscribers(ctx, 1))
 	stop := make(chan struct{})
 	published := make(chan uint64, 1)
+	stopPub := sync.OnceValue(func() uint64 { close(stop); return <-published })
+	defer stopPub() // a failed wait: no Publish left running into pub.Close
 	go func() {
 		var n uint64
 		defer func() { published <- n }()
@@ -349,8 +352,7 @@ func TestPubSub_LateSubscriber_StartsAtTheHomesCounter(t *testing.T) {
 	require.NoError(t, err)
 	go func() { _ = late.Run(ctx) }()
 	require.Eventually(t, func() bool { return c.count() > 500 }, 20*time.Second, time.Millisecond, "the late subscriber receives: %+v", late.Counters())
-	close(stop)
-	n := <-published
+	n := stopPub()
 	require.NoError(t, late.Close())
 	lc := late.Counters()
 	assert.Greater(t, lc.StartedAt, uint64(2000))

@@ -23,7 +23,9 @@ type Handler interface {
 }
 
 // Subscriber is one topic's ring in this process and its presence on the
-// bus. Poll (or Run) from one goroutine; the rest is safe from any.
+// bus. Poll (or Run) from one goroutine; the rest is safe from any, but
+// Close must not overlap a Poll on another goroutine (Run is fine: Close
+// stops it first).
 type Subscriber struct {
 	cfg    Config
 	node   Node
