@@ -51,6 +51,12 @@ type Counters struct {
 	// tail itself while it runs (counted in Gaps); this is what was left
 	// at Close. One ring.EventGap tells the handler. See tail.go.
 	Tail uint64
+	// TailUnknown is true when Close could learn no bound to name a tail
+	// by (no home answered, no ended epoch was known): ticks published
+	// after the last one delivered may be missing and cannot be counted.
+	// Tail is then 0 because nothing could be named, not because nothing
+	// is missing. Close logs a warning too.
+	TailUnknown bool
 }
 
 // Lost is every sequence passed and not delivered that a publisher wrote
@@ -73,7 +79,8 @@ func (s *Subscriber) Counters() Counters {
 		Join: lg + lo + s.tailJoin.Load(), Epoch: st.Epoch - je + s.tailEpoch.Load(), Credits: int(s.credits.Load()), JournalEpoch: s.journalAt.Load(),
 		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
 		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo + je + s.h.joinSkipped.Load(), StartedAt: s.h.startedAt.Load(),
-		Rate: math.Float64frombits(s.rate.Load()), Undelivered: s.undelivered.Load(), Tail: s.tail.Load()}
+		Rate: math.Float64frombits(s.rate.Load()), Undelivered: s.undelivered.Load(), Tail: s.tail.Load(),
+		TailUnknown: s.tailUnknown.Load()}
 }
 
 func (s *Subscriber) statsLoop() {

@@ -64,6 +64,8 @@ type Subscriber struct {
 	tailJoin atomic.Uint64
 	// tailEpoch: an ended epoch's unused range Close named (Counters.Epoch)
 	tailEpoch atomic.Uint64
+	// tailUnknown: Close learnt no bound at all (Counters.TailUnknown)
+	tailUnknown atomic.Bool
 	// endedAt: the reservation of an epoch that ended without a recorded
 	// end (tail.go endEpochAt; 0: none); endWatch: untilEnded runs
 	endedAt  atomic.Uint64

@@ -243,6 +243,7 @@ func (s *Subscriber) learnTailAtClose() {
 		// Nothing can be named past the last tick delivered: say so,
 		// rather than close as if that were the topic's end. (Head, an
 		// atomic load: the poller may still run.)
+		s.tailUnknown.Store(true)
 		s.log.Warn().Dur("waited", tailWait).Uint64("head", s.reader.Head()).
 			Msg("subscriber: closing without the topic's counter (no home answered, no ended epoch known); ticks published after the last one delivered cannot be named")
 	}

@@ -355,6 +355,7 @@ func TestPubSub_DroppedSubscriber_HomeSilentAtClose_SaysTheTailCannotBeNamed(t *
 	got := r.sub.Counters()
 	assert.Less(t, got.Received, r.sequence, "the dropped subscriber received every tick")
 	assert.Equal(t, 1, logs.Count("ticks published after the last one delivered cannot be named"), "the unnamed tail was not logged\n%s", logs.String())
+	assert.True(t, got.TailUnknown, "Counters say the tail could not be named: %+v", got)
 }
 
 // A held subscriber whose queue pair then fails (here its process closes
@@ -417,6 +418,7 @@ func TestPubSub_DroppedSubscriber_NamesTheTailAtClose(t *testing.T) {
 	got := r.closeAndAccount(t)
 	assert.Less(t, got.Received, r.sequence, "the dropped subscriber received every tick")
 	assert.Equal(t, r.sequence-got.Received, got.Tail, "not named at Close: %+v", got)
+	assert.False(t, got.TailUnknown, "the home answered: the tail was named, not unknown: %+v", got)
 	m := r.lastStats.Load()
 	require.NotNil(t, m, "Close published no stats")
 	assert.Equal(t, got.Tail, m.Tail, "the last stats message does not carry the tail")
