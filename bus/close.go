@@ -38,7 +38,10 @@ func (n *Node) close() error {
 	for _, s := range subs {
 		errs = append(errs, s.Close())
 	}
-	n.publish(n.subject("d", kindBye), &wireMsg{Kind: kindBye})
+	n.sayGoodbye()
+	if n.afterBye != nil {
+		n.afterBye()
+	}
 	n.cancel()
 	if err := n.svc.Stop(); err != nil && n.connected.Load() {
 		errs = append(errs, fmt.Errorf("bus: stop micro service: %w", err))

@@ -26,3 +26,7 @@ func SetRecordBackstop(n *Node, d time.Duration) { n.backstop = d }
 // SetWatchProbe sets how often n checks that its watchers keep up with
 // their buckets; call it before the node's first Publish or Subscribe.
 func SetWatchProbe(n *Node, d time.Duration) { n.probeEvery = d }
+
+// HeartbeatAfterGoodbye makes n's Close send a heartbeat right after its
+// goodbye, as a heartbeat racing Close would: call it before Close.
+func HeartbeatAfterGoodbye(n *Node) { n.afterBye = n.heartbeat }

@@ -49,6 +49,26 @@ func TestNode_Close_SaysGoodbye_PeersDropAtOnce(t *testing.T) {
 	require.ErrorIs(t, b.PublishStats("g", "s", []byte("x")), bus.ErrClosed)
 }
 
+// A heartbeat racing Close (sent after the goodbye, as a heartbeat loop
+// that had just woken sends it) does not bring the node back among its
+// peers: the goodbye is its last word. Without that, the peer came back
+// until its heartbeat timeout (seen once in CI's race run of the test
+// above).
+func TestNode_Close_HeartbeatAfterGoodbye_PeerStaysGone(t *testing.T) {
+	slow := func(id, url string) bus.Config {
+		c := testConfig(id, url)
+		c.HeartbeatTimeout = time.Minute // only a goodbye can drop a peer within the test
+		return c
+	}
+	a := openNode(t, slow("a", ""))
+	b := openNode(t, slow("b", a.ClientURL()))
+	require.Eventually(t, func() bool { return len(a.Peers()) == 1 }, eventually, tick)
+	bus.HeartbeatAfterGoodbye(b)
+	require.NoError(t, b.Close())
+	require.Eventually(t, func() bool { return len(a.Peers()) == 0 }, eventually, tick, "a still counts b: %v", a.Peers())
+	assert.Never(t, func() bool { return len(a.Peers()) != 0 }, 500*time.Millisecond, tick, "b came back after its goodbye")
+}
+
 func TestNode_ServerRestart_ReconnectsReannouncesAndFindsNewNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts a nats-server process and waits out reconnect backoff; skipped in -short")

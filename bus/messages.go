@@ -18,6 +18,23 @@ func (n *Node) subject(tokens ...string) string {
 // publish stamps w with this node and publishes it; errors are logged (the
 // connection buffers while reconnecting).
 func (n *Node) publish(subj string, w *wireMsg) {
+	n.byeMu.RLock()
+	defer n.byeMu.RUnlock()
+	if n.byeSent {
+		return // the goodbye was this node's last word
+	}
+	n.send(subj, w)
+}
+
+// sayGoodbye publishes the goodbye as this node's last message.
+func (n *Node) sayGoodbye() {
+	n.byeMu.Lock()
+	defer n.byeMu.Unlock()
+	n.send(n.subject("d", kindBye), &wireMsg{Kind: kindBye})
+	n.byeSent = true
+}
+
+func (n *Node) send(subj string, w *wireMsg) {
 	b, err := n.seal(subj, w)
 	if err == nil {
 		err = n.nc.Publish(subj, b)

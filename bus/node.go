@@ -45,6 +45,16 @@ type Node struct {
 
 	connected  atomic.Bool
 	reconnects atomic.Uint64
+	// byeMu orders every message this node publishes before its goodbye
+	// (close takes it to send the goodbye and set byeSent; publish reads
+	// it): a heartbeat or an answer racing Close would otherwise reach
+	// the peers after the goodbye and bring this node back among them
+	// until their heartbeat timeout.
+	byeMu   sync.RWMutex
+	byeSent bool
+	// afterBye runs in close right after the goodbye (a test's hook: a
+	// heartbeat racing Close).
+	afterBye func()
 	// reread asks refreshRecords to read the home records now (a
 	// reconnect: the watchers may have lost their consumers).
 	reread   chan struct{}
