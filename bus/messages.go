@@ -15,8 +15,7 @@ func (n *Node) subject(tokens ...string) string {
 	return s
 }
 
-// publish stamps w with this node and publishes it; errors are logged (the
-// connection buffers while reconnecting).
+// publish sends w (send), unless this node already said goodbye.
 func (n *Node) publish(subj string, w *wireMsg) {
 	n.byeMu.RLock()
 	defer n.byeMu.RUnlock()
@@ -34,6 +33,8 @@ func (n *Node) sayGoodbye() {
 	n.byeSent = true
 }
 
+// send stamps w with this node and publishes it; errors are logged (the
+// connection buffers while reconnecting).
 func (n *Node) send(subj string, w *wireMsg) {
 	b, err := n.seal(subj, w)
 	if err == nil {
