@@ -145,7 +145,10 @@ func (s *Subscription) Wait() error {
 
 // Close leaves the topic (publishers drop the ring), delivers what is
 // already in the ring, publishes the last statistics and releases the
-// ring. The handler is not called after Close returns. Idempotent.
+// ring. The handler is not called after Close returns. Safe from any
+// goroutine, while another polls (WithManualPoll); not from the handler
+// under the subscription's own polling goroutine, which Close waits for.
+// Idempotent.
 func (s *Subscription) Close() error {
 	err := s.close() // before remove: the client's Close waits for it then, and closes the devices after
 	s.c.remove(nil, s)
