@@ -124,8 +124,9 @@ func (c *Client) SubscribePattern(pattern string, h TopicHandler, opts ...SubOpt
 
 // Poll polls every matching topic's ring once on the calling goroutine and
 // returns how much it delivered. Only for a subscription made
-// WithManualPoll (0 otherwise), from one goroutine at a time, never after
-// Close. It allocates nothing and takes no lock.
+// WithManualPoll (0 otherwise), from one goroutine at a time; after Close
+// (from any goroutine, as Subscription.Poll's) it returns 0. It allocates
+// nothing and takes no lock.
 func (s *PatternSubscription) Poll() int {
 	if !s.manual {
 		return 0

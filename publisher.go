@@ -177,9 +177,10 @@ func (p *Publisher) MaxPayload() int { return p.p.MaxPayload() }
 // subscribers).
 func (p *Publisher) Stats() PublisherStats { return p.p.Stats() }
 
-// Close waits (up to the publish timeout) for every posted write to land,
-// leaves the topic and closes the publisher's links. Do not call it while
-// a publish runs. Idempotent.
+// Close refuses every later publish (ErrClosed), waits for one under way on
+// another goroutine to return, waits (up to the publish timeout) for every
+// posted write to land, leaves the topic and closes the publisher's links.
+// Safe from any goroutine, while another publishes. Idempotent.
 func (p *Publisher) Close() error {
 	err := p.close() // before remove: the client's Close waits for it then, and closes the devices after
 	p.c.remove(p, nil)

@@ -98,8 +98,10 @@ func (c *Client) subscribe(topic string, h Handler, opts []SubOption) (*Subscrip
 // Poll delivers what is ready in the ring to the handler, on the calling
 // goroutine, and returns how much it delivered (messages plus events): feed
 // it to an IdleStrategy. Only for a subscription made WithManualPoll (0,
-// and nothing delivered, otherwise), from one goroutine at a time, never
-// after Close. It allocates nothing, takes no lock and makes no syscall.
+// and nothing delivered, otherwise), from one goroutine at a time. Close
+// may come from another goroutine while it polls: Close waits for the Poll
+// under way, and every Poll after that returns 0. It allocates nothing,
+// takes no lock and makes no syscall.
 func (s *Subscription) Poll() int {
 	if !s.manual {
 		return 0
@@ -143,7 +145,10 @@ func (s *Subscription) Wait() error {
 
 // Close leaves the topic (publishers drop the ring), delivers what is
 // already in the ring, publishes the last statistics and releases the
-// ring. The handler is not called after Close returns. Idempotent.
+// ring. The handler is not called after Close returns. Safe from any
+// goroutine, while another polls (WithManualPoll); not from the handler
+// under the subscription's own polling goroutine, which Close waits for.
+// Idempotent.
 func (s *Subscription) Close() error {
 	err := s.close() // before remove: the client's Close waits for it then, and closes the devices after
 	s.c.remove(nil, s)

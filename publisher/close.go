@@ -3,19 +3,31 @@ package publisher
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tickbus/tickbus/ring"
 )
 
-// Close waits (up to the writer's timeout) for every posted write to land,
-// withdraws the publisher (if it is the topic's home, the home goes with
-// it), stops the writer and closes every queue pair. Do not call it while a
-// publish runs. Idempotent.
+// Close refuses every later publish (ring.ErrClosed) and waits for one
+// under way on another goroutine to return, then waits (up to the
+// writer's timeout) for every posted write to land, withdraws the
+// publisher (if it is the topic's home, the home goes with it), stops the
+// writer and closes every queue pair. A publish that has not returned
+// within closeWait (it is stuck past every timeout of its own) keeps
+// the writer's memory: Close withdraws the publisher from the bus, leaves
+// that memory mapped (unmapping it under the publish would fault), and
+// says so in its error. Idempotent.
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
 		p.mu.Lock()
 		p.closed = true
 		p.mu.Unlock()
+		if wait := p.closeWait(); !p.gate.Shut(wait) {
+			err := fmt.Errorf("publisher: close: a publish on another goroutine did not return within %v; its writer and queue pairs are left open (unmapping them under it would fault)", wait)
+			p.log.Error().Err(err).Msg("publisher: close")
+			p.closeErr = errors.Join(err, p.pub.Close())
+			return
+		}
 		var errs []error
 		// Wait for what was posted to land before the QPs and the staging
 		// memory go: over tcp a backlog can take longer than the provider's
@@ -82,4 +94,11 @@ func (p *Publisher) Close() error {
 		p.log.Info().Msg("publisher: closed")
 	})
 	return p.closeErr
+}
+
+// closeWait bounds how long Close waits for a publish under way: the
+// longest a publish can take by its own timeouts (two writer waits, a
+// failover and the connect inside it), and a second more.
+func (p *Publisher) closeWait() time.Duration {
+	return 2*p.cfg.Timeout + p.cfg.FailoverTimeout + p.cfg.ConnectTimeout + time.Second
 }

@@ -138,6 +138,9 @@ func (p *Publisher) failover(err error) bool {
 	defer cancel()
 	old := p.epoch
 	for attempt := 0; ctx.Err() == nil; attempt++ {
+		if p.gate.IsShut() {
+			return false // Close waits for this publish: no new writer
+		}
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():

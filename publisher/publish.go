@@ -10,12 +10,17 @@ import (
 // from (time.Now().UnixNano(), or a paced feed's intended send time). It
 // returns the sequence. It allocates nothing, takes no lock, makes no
 // syscall on shm. Errors are ring's sentinels (ErrTooLarge for an
-// oversize payload).
+// oversize payload; ring.ErrClosed once Close has begun). One goroutine
+// publishes at a time; Close may come from any (see gate).
 func (p *Publisher) Publish(typ uint16, payload []byte, publishNs int64) (uint64, error) {
+	if !p.gate.Enter() { // Close has begun: nothing of the writer may be touched
+		return 0, ring.ErrClosed
+	}
 	seq, err := p.w.Publish(typ, payload, publishNs)
 	if err != nil && p.failover(err) {
 		seq, err = p.w.Publish(typ, payload, publishNs)
 	}
+	p.gate.Leave()
 	if err != nil {
 		return seq, p.publishErr(err)
 	}
@@ -34,10 +39,14 @@ func (p *Publisher) PublishTick(t *tick.Tick) (uint64, error) {
 // them in order (Seq and Publisher of each are ignored); it returns the
 // first sequence.
 func (p *Publisher) PublishBatch(msgs []ring.Tick) (uint64, error) {
+	if !p.gate.Enter() { // Close has begun: nothing of the writer may be touched
+		return 0, ring.ErrClosed
+	}
 	seq, err := p.w.PublishBatch(msgs)
 	if err != nil && p.failover(err) {
 		seq, err = p.w.PublishBatch(msgs)
 	}
+	p.gate.Leave()
 	if err != nil {
 		return seq, p.publishErr(err)
 	}
@@ -48,10 +57,14 @@ func (p *Publisher) PublishBatch(msgs []ring.Tick) (uint64, error) {
 // lines publishing the same sequences, the first wins and the other gets
 // ring.ErrLost (drop the copy).
 func (p *Publisher) PublishAt(seq uint64, typ uint16, payload []byte, publishNs int64) (uint64, error) {
+	if !p.gate.Enter() { // Close has begun: nothing of the writer may be touched
+		return 0, ring.ErrClosed
+	}
 	got, err := p.w.PublishAt(seq, typ, payload, publishNs)
 	if err != nil && p.failover(err) {
 		got, err = p.w.PublishAt(seq, typ, payload, publishNs)
 	}
+	p.gate.Leave()
 	if err != nil {
 		return got, p.publishErr(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tickbus/tickbus/internal/membarrier"
+
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/bus"
@@ -19,9 +21,9 @@ import (
 
 // Publisher puts messages on one topic: it finds or becomes the topic's
 // home, and writes every message into every subscriber's ring. One
-// goroutine publishes; the rest is safe from any, but Close must not
-// overlap a publish (stop the publishing goroutine first: Close unmaps
-// what a publish writes through).
+// goroutine publishes; the rest, Close included, is safe from any: Close
+// refuses later publishes and waits for the one under way (gate) before
+// it unmaps what a publish writes through.
 type Publisher struct {
 	cfg  Config
 	node Node
@@ -32,6 +34,11 @@ type Publisher struct {
 	// Hot path: the publishing goroutine.
 	w   *ring.Writer
 	buf [tick.Size]byte
+	// gate brackets every publish, so that Close, from any goroutine,
+	// refuses new ones and waits for the one under way before it unmaps
+	// what a publish writes through (a fault otherwise): two plain stores
+	// and a load per publish (membarrier.Gate).
+	gate membarrier.Gate
 
 	pub    *bus.Publication
 	home   *ring.Home     // when this publisher is the topic's home
@@ -104,6 +111,7 @@ func New(ctx context.Context, node Node, devs *link.Devices, cfg Config) (*Publi
 	}
 	p := &Publisher{cfg: cfg, node: node, devs: devs, dev: dev, targets: map[string]*target{}, dropped: map[uint64]bool{},
 		log: cfg.Logger.With().Str("topic", cfg.Topic).Str("publisher", cfg.ID).Logger()}
+	p.gate.Init()
 	var data [4]byte
 	binary.LittleEndian.PutUint32(data[:], cfg.PublisherID)
 	p.pub, err = node.Publish(ctx, bus.PublishSpec{

@@ -2,15 +2,19 @@ package subscriber
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"time"
 )
 
 // Close withdraws the subscription (publishers stop writing and drop their
-// queue pairs), stops Run, drains what the ring already holds to the
-// handler, publishes the last stats, closes the queue pairs and unmaps the
-// ring. Do not call it while Poll runs on another goroutine (Run is fine).
-// Idempotent.
+// queue pairs), stops Run and every later Poll, waits for a Poll under way
+// on another goroutine to return, drains what the ring already holds to
+// the handler, publishes the last stats, closes the queue pairs and unmaps
+// the ring. A Poll that does not return within closeWait (a handler that
+// blocks, or that called Close itself) keeps the ring: Close then leaves
+// it and its queue pairs mapped (unmapping them under the Poll would
+// fault), drains nothing, and says so in its error. Idempotent.
 func (s *Subscriber) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
@@ -22,6 +26,14 @@ func (s *Subscriber) Close() error {
 		close(s.done)
 		s.wg.Wait()
 		s.stop.Store(true)
+		if !s.gate.Shut(closeWait) { // before running: a handler under Run that calls Close holds it
+			err := fmt.Errorf("subscriber: close: a Poll did not return within %v (a handler that blocks, or that calls Close); the ring and its queue pairs are left mapped (unmapping them under it would fault) and nothing was drained", closeWait)
+			s.log.Error().Err(err).Msg("subscriber: close")
+			close(s.stopStats)
+			<-s.statsDone
+			s.closeErr = errors.Join(append(errs, err)...)
+			return
+		}
 		s.running.Lock() // Run has returned
 		s.drain()
 		n, from, to := s.reader.Undelivered()
@@ -65,6 +77,9 @@ func (s *Subscriber) Close() error {
 	})
 	return s.closeErr
 }
+
+// closeWait bounds how long Close waits for a Poll under way to return.
+const closeWait = 5 * time.Second
 
 // drain polls until nothing arrived for DrainQuiet, at most 2 s. The quiet
 // period outlasts the gap timeout, so a claimed sequence that will never be

@@ -9,8 +9,20 @@ import (
 
 // Poll delivers what is ready to the handler and returns how much it
 // delivered (ticks plus events), for an idle strategy. It allocates
-// nothing, takes no lock and makes no syscall. One goroutine polls.
+// nothing, takes no lock and makes no syscall. One goroutine polls; once
+// Close has begun, on any goroutine, Poll delivers nothing and returns 0
+// (Close drains the ring itself).
 func (s *Subscriber) Poll() int {
+	if !s.gate.Enter() { // Close has begun: the ring is Close's now
+		return 0
+	}
+	n := s.poll()
+	s.gate.Leave()
+	return n
+}
+
+// poll is Poll inside the gate.
+func (s *Subscriber) poll() int {
 	if !s.h.joined && !s.maybeStart() {
 		// A publisher's connect is learning where the ring starts: polling
 		// now would recover the topic's earlier ticks from the journal (or
@@ -32,9 +44,14 @@ func (s *Subscriber) Poll() int {
 }
 
 // ReadInto copies the next tick into t and its payload into buf; see
-// ring.Reader.ReadInto. Its latency is recorded as with Poll.
+// ring.Reader.ReadInto. Its latency is recorded as with Poll. Once Close
+// has begun it reads nothing and returns ErrClosed.
 func (s *Subscriber) ReadInto(t *ring.Tick, buf []byte) (ok bool, ev ring.Event, err error) {
+	if !s.gate.Enter() { // as Poll's
+		return false, ring.Event{}, ErrClosed
+	}
 	ok, ev, err = s.reader.ReadInto(t, buf)
+	s.gate.Leave()
 	if ok {
 		s.rec.Record(s.h.clock.now() - t.PublishNs)
 	}

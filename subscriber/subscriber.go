@@ -3,6 +3,7 @@ package subscriber
 import (
 	"context"
 	"fmt"
+	"github.com/tickbus/tickbus/internal/membarrier"
 	"sync"
 	"sync/atomic"
 
@@ -23,9 +24,9 @@ type Handler interface {
 }
 
 // Subscriber is one topic's ring in this process and its presence on the
-// bus. Poll (or Run) from one goroutine; the rest is safe from any, but
-// Close must not overlap a Poll on another goroutine (Run is fine: Close
-// stops it first).
+// bus. Poll (or Run) from one goroutine; the rest, Close included, is
+// safe from any: Close stops Run, refuses later Polls and waits for the
+// one under way (gate) before it drains and unmaps the ring.
 type Subscriber struct {
 	cfg    Config
 	node   Node
@@ -39,6 +40,11 @@ type Subscriber struct {
 	// Hot path: the polling goroutine.
 	h   recHandler
 	rec *stats.Recorder
+	// gate brackets every Poll and ReadInto, so that Close, from any
+	// goroutine, refuses new ones and waits for the one under way before
+	// it drains and unmaps the ring (a fault otherwise): two plain stores
+	// and a load per poll (membarrier.Gate).
+	gate membarrier.Gate
 
 	rep        *stats.Reporter
 	joinLogged bool // stats goroutine, then Close
@@ -119,6 +125,7 @@ func New(ctx context.Context, node Node, devs *link.Devices, cfg Config, h Handl
 	s := &Subscriber{cfg: cfg, node: node, devs: devs, log: cfg.Logger.With().Str("topic", cfg.Topic).Str("subscriber", cfg.ID).Logger(),
 		qps: map[string][]conn{}, used: map[string]bool{}, rec: stats.NewRecorder(), done: make(chan struct{})}
 	s.h = recHandler{user: h, rec: s.rec, pending: map[uint32]struct{}{}, seen: map[uint32]struct{}{}}
+	s.gate.Init()
 	dev, err := devs.Get(cfg.Provider)
 	if err != nil {
 		return nil, err

@@ -232,8 +232,9 @@ func (w *Wildcard) Err() error {
 }
 
 // Close stops watching, stops Run, and closes every topic's subscriber
-// (each drains its ring to the handler). Do not call it while Poll runs on
-// another goroutine (Run is fine). Idempotent.
+// (each drains its ring to the handler). A Poll on another goroutine may
+// overlap it: each subscriber's Close waits for that Poll's turn in its
+// ring (Subscriber.Close). Idempotent.
 func (w *Wildcard) Close() error {
 	w.closeOnce.Do(func() {
 		close(w.done)

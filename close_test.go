@@ -1,0 +1,163 @@
+package tickbus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickbus/tickbus"
+)
+
+// A feed handler that closes its publisher on a signal, from the signal's
+// goroutine, while its publishing goroutine is mid-publish: Close unmaps
+// the rings a publish writes through, so without the publisher's gate
+// this faults (and kills the test binary) in a round or two.
+func TestPublisher_CloseFromAnotherGoroutineWhilePublishing_NoFaultThenErrClosed(t *testing.T) {
+	c := connect(t)
+	for round := range 4 {
+		topic := fmt.Sprintf("closepub%d", round)
+		var h seqs
+		s, err := c.Subscribe(topic, &h)
+		require.NoError(t, err)
+		p, err := c.Publisher(topic)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		require.NoError(t, p.WaitSubscribers(ctx, 1))
+		cancel()
+
+		var published atomic.Uint64
+		done := make(chan error, 1)
+		go func() {
+			payload := make([]byte, 56)
+			for {
+				_, err := p.Publish(1, payload)
+				switch {
+				case err == nil:
+					published.Add(1)
+				case errors.Is(err, tickbus.ErrBackPressure):
+				default:
+					done <- err
+					return
+				}
+			}
+		}()
+		require.Eventually(t, func() bool { return h.len() > 1000 }, 10*time.Second, time.Millisecond)
+		require.NoError(t, p.Close(), "Close waits for the publish under way, then closes")
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, tickbus.ErrClosed, "after Close every publish says closed")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the publishing goroutine never saw the Close")
+		}
+		_, err = p.Publish(1, []byte("late"))
+		require.ErrorIs(t, err, tickbus.ErrClosed)
+		require.NoError(t, s.Close())
+		got := s.Counters()
+		// The default ring is lossy: a flood overruns it, and says so.
+		assert.Equal(t, published.Load(), got.Received+got.Lost()+got.BeforeJoin,
+			"every tick a publish returned a sequence for is received or named lost, nothing more: %+v", got)
+		assert.Zero(t, got.Gaps+got.Corrupt, "a Close under a publish leaves no torn or missing tick: %+v", got)
+	}
+}
+
+// A trading engine that polls on its own thread (WithManualPoll) and
+// closes the subscription from another goroutine: Close drains and
+// unmaps the ring, so without the subscriber's gate a Poll under way
+// faults, and one after Close reads unmapped memory.
+func TestSubscription_CloseFromAnotherGoroutineWhilePolling_NoFaultPollThenReturns0(t *testing.T) {
+	c := connect(t)
+	for round := range 4 {
+		topic := fmt.Sprintf("closesub%d", round)
+		var h seqs
+		s, err := c.Subscribe(topic, &h, tickbus.WithManualPoll())
+		require.NoError(t, err)
+		p, err := c.Publisher(topic)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		require.NoError(t, p.WaitSubscribers(ctx, 1))
+		cancel()
+
+		var stop, closed atomic.Bool
+		var afterClose atomic.Int64 // what Polls after Close returned delivered
+		polled := make(chan struct{})
+		go func() {
+			defer close(polled)
+			for !stop.Load() {
+				wasClosed := closed.Load()
+				n := s.Poll()
+				if wasClosed {
+					afterClose.Add(int64(n))
+				}
+				if n == 0 {
+					runtime.Gosched()
+				}
+			}
+		}()
+		const n = 2000
+		for i := range n {
+			for {
+				_, err := p.Publish(1, []byte{byte(i)})
+				if err == nil {
+					break
+				}
+				require.ErrorIs(t, err, tickbus.ErrBackPressure)
+			}
+		}
+		require.Eventually(t, func() bool { return h.len() > n/2 }, 10*time.Second, time.Millisecond)
+		require.NoError(t, s.Close(), "Close waits for the Poll under way, then drains and unmaps")
+		closed.Store(true)
+		time.Sleep(20 * time.Millisecond) // Polls after Close: each must return 0 and touch nothing
+		stop.Store(true)
+		<-polled
+		assert.Zero(t, afterClose.Load(), "a Poll after Close delivers nothing")
+		got := s.Counters()
+		assert.Equal(t, uint64(n), got.Received, "the Poll loop and Close's drain together delivered every tick")
+		assert.Zero(t, got.Lost())
+		require.NoError(t, p.Close())
+	}
+}
+
+// A handler that closes its own subscription, inside a Poll: Close cannot
+// wait for that Poll (it is the caller's own), so after its wait it says
+// so and leaves the ring mapped, rather than hang or unmap the ring under
+// the handler's caller.
+func TestSubscription_CloseFromItsOwnHandler_ErrorNotHangNorFault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out Close's 5 s bound for a Poll to return")
+	}
+	c := connect(t)
+	var s *tickbus.Subscription
+	var closeErr error
+	var calls atomic.Int32
+	h := tickbus.HandlerFuncs{Messages: func([]tickbus.Message) {
+		if calls.Add(1) == 1 {
+			closeErr = s.Close()
+		}
+	}}
+	s, err := c.Subscribe("closeself", h, tickbus.WithManualPoll())
+	require.NoError(t, err)
+	p, err := c.Publisher("closeself")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, p.WaitSubscribers(ctx, 1))
+	_, err = p.Publish(1, []byte("x"))
+	require.NoError(t, err)
+	start := time.Now()
+	for calls.Load() == 0 && ctx.Err() == nil {
+		s.Poll()
+	}
+	require.Error(t, closeErr, "Close inside the handler's Poll cannot drain: it says so")
+	assert.Contains(t, closeErr.Error(), "did not return within")
+	assert.Less(t, time.Since(start), 15*time.Second, "bounded, not a hang")
+	assert.Zero(t, s.Poll(), "and the subscription polls nothing after")
+	_, err = p.Publish(1, []byte("y"))
+	require.NoError(t, err, "the publisher goes on (the subscriber is withdrawn from the bus)")
+}
