@@ -55,6 +55,11 @@ type Message struct {
 	// that a reader built before it (which refuses unknown fields) reads
 	// every other message.
 	Tail uint64 `json:"tail,omitempty"`
+	// TailUnknown says the subscriber's Close could learn no bound to
+	// name a tail by (subscriber.Counters.TailUnknown): its Tail 0 means
+	// "could not be named", not "nothing missing". Only in the last
+	// message, never with a Tail, and left out while false, as Tail is.
+	TailUnknown bool `json:"tail_unknown,omitempty"`
 	// Rate is ticks received per second over this interval.
 	Rate float64 `json:"rate"`
 	// Negative and Saturated count this interval's latencies clamped into
@@ -203,6 +208,9 @@ func (m *Message) validateFields() error {
 		if c.v > MaxCount {
 			return fmt.Errorf("%w: %s %d > %d", ErrInvalid, c.name, c.v, uint64(MaxCount))
 		}
+	}
+	if m.TailUnknown && m.Tail != 0 {
+		return fmt.Errorf("%w: tail_unknown with a tail of %d (a tail that is named is known)", ErrInvalid, m.Tail)
 	}
 	if math.IsNaN(m.Rate) || m.Rate < 0 || m.Rate > MaxRate {
 		return fmt.Errorf("%w: rate %v not within 0..%g", ErrInvalid, m.Rate, MaxRate)

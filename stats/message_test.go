@@ -136,6 +136,35 @@ func TestEncode_TailOnlyWhenNamed(t *testing.T) {
 	assert.Contains(t, string(b), `"tail":42`)
 }
 
+// TailUnknown travels as Tail does: left out while false, so readers
+// before it read every other message; a message claiming both a tail and
+// that the tail is unknown is refused on both sides.
+func TestEncode_TailUnknownOnlyWhenSet_NeverWithATail(t *testing.T) {
+	m := testMessage(t)
+	m.Tail = 0
+	b, err := Encode(m)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), `tail_unknown`)
+
+	m.TailUnknown = true
+	b, err = Encode(m)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"tail_unknown":true`)
+	got, err := Decode(b)
+	require.NoError(t, err)
+	assert.True(t, got.TailUnknown)
+	assert.Zero(t, got.Tail)
+
+	m.Tail = 3
+	_, err = Encode(m)
+	require.ErrorIs(t, err, ErrInvalid)
+	forged := bytes.Replace(b, []byte(`"tail_unknown":true`), []byte(`"tail":3,"tail_unknown":true`), 1)
+	require.NotEqual(t, b, forged)
+	got, err = Decode(forged)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Nil(t, got)
+}
+
 func TestEncode_RejectsInvalidMessage(t *testing.T) {
 	m := testMessage(t)
 	m.Topic = ""
@@ -193,6 +222,9 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add(bytes.Replace(good, []byte(`"tail":7`), []byte(`"tail":9007199254740992`), 1)) // 2^53: over MaxCount
 	f.Add(bytes.Replace(good, []byte(`"tail":7`), []byte(`"tail":-1`), 1))
+	f.Add(bytes.Replace(good, []byte(`"tail":7`), []byte(`"tail":7,"tail_unknown":true`), 1)) // both: refused
+	f.Add(bytes.Replace(good, []byte(`"tail":7`), []byte(`"tail_unknown":true`), 1))
+	f.Add(bytes.Replace(good, []byte(`"tail":7`), []byte(`"tail_unknown":1`), 1))
 	f.Add([]byte(`{"v":1}`))
 	f.Add([]byte(`{"v":2,"topic":"x"}`))
 	f.Add([]byte("garbage"))

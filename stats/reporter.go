@@ -20,6 +20,8 @@ type Counters struct {
 	Gaps     uint64
 	Overruns uint64
 	Tail     uint64 // named lost at Close (Message.Tail)
+	// TailUnknown: Close could name no tail (Message.TailUnknown).
+	TailUnknown bool
 }
 
 // PublishFunc sends data on a subject (for example (*nats.Conn).Publish).
@@ -49,20 +51,21 @@ func (p *Reporter) Next(totals Counters) (*Message, error) {
 		return nil, err
 	}
 	m := &Message{
-		Version:    Version,
-		Topic:      p.meta.Topic,
-		Subscriber: p.meta.Subscriber,
-		Host:       p.meta.Host,
-		Provider:   p.meta.Provider,
-		CrossHost:  p.meta.CrossHost,
-		Start:      p.iv.Start.UTC(),
-		End:        p.iv.End.UTC(),
-		Received:   totals.Received,
-		Gaps:       totals.Gaps,
-		Overruns:   totals.Overruns,
-		Tail:       totals.Tail,
-		Negative:   p.iv.Negative,
-		Saturated:  p.iv.Saturated,
+		Version:     Version,
+		Topic:       p.meta.Topic,
+		Subscriber:  p.meta.Subscriber,
+		Host:        p.meta.Host,
+		Provider:    p.meta.Provider,
+		CrossHost:   p.meta.CrossHost,
+		Start:       p.iv.Start.UTC(),
+		End:         p.iv.End.UTC(),
+		Received:    totals.Received,
+		Gaps:        totals.Gaps,
+		Overruns:    totals.Overruns,
+		Tail:        totals.Tail,
+		TailUnknown: totals.TailUnknown,
+		Negative:    p.iv.Negative,
+		Saturated:   p.iv.Saturated,
 	}
 	if d := m.End.Sub(m.Start).Seconds(); d > 0 && totals.Received >= p.prev {
 		m.Rate = float64(totals.Received-p.prev) / d

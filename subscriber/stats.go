@@ -106,7 +106,7 @@ func (s *Subscriber) publishStats() {
 		s.joinLogged = true
 		s.log.Info().Uint64("seq", c.JoinedAt).Uint64("earlier", c.BeforeJoin).Msg("subscriber: first tick")
 	}
-	m, err := s.rep.Next(stats.Counters{Received: c.Received, Gaps: c.Gaps, Overruns: c.Overruns, Tail: c.Tail})
+	m, err := s.rep.Next(stats.Counters{Received: c.Received, Gaps: c.Gaps, Overruns: c.Overruns, Tail: c.Tail, TailUnknown: c.TailUnknown})
 	if err != nil {
 		s.log.Warn().Err(err).Msg("subscriber: stats interval")
 		return

@@ -356,6 +356,10 @@ func TestPubSub_DroppedSubscriber_HomeSilentAtClose_SaysTheTailCannotBeNamed(t *
 	assert.Less(t, got.Received, r.sequence, "the dropped subscriber received every tick")
 	assert.Equal(t, 1, logs.Count("ticks published after the last one delivered cannot be named"), "the unnamed tail was not logged\n%s", logs.String())
 	assert.True(t, got.TailUnknown, "Counters say the tail could not be named: %+v", got)
+	m := r.lastStats.Load()
+	require.NotNil(t, m, "Close published no stats")
+	assert.True(t, m.TailUnknown, "the last stats message says the tail could not be named")
+	assert.Zero(t, m.Tail)
 }
 
 // A held subscriber whose queue pair then fails (here its process closes
@@ -422,6 +426,7 @@ func TestPubSub_DroppedSubscriber_NamesTheTailAtClose(t *testing.T) {
 	m := r.lastStats.Load()
 	require.NotNil(t, m, "Close published no stats")
 	assert.Equal(t, got.Tail, m.Tail, "the last stats message does not carry the tail")
+	assert.False(t, m.TailUnknown)
 	assert.Equal(t, got.Received, m.Received)
 }
 

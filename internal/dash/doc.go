@@ -12,7 +12,8 @@
 //	/             the page: live charts of p50, p99, p99.9 and max per topic
 //	              and subscriber, the percentile distribution on HdrHistogram's
 //	              "nines" axis, rates, gaps, overruns, the tail a closing
-//	              subscriber named, and provider, with a topic and
+//	              subscriber named (? when it could name none), and
+//	              provider, with a topic and
 //	              subscriber selector. Every asset is embedded in the
 //	              binary; nothing is fetched from elsewhere.
 //	/api/state    every series as JSON (what the page loads first)

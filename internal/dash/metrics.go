@@ -16,27 +16,28 @@ var latencyBuckets = []float64{
 }
 
 var (
-	labels       = []string{"topic", "subscriber"}
-	descReceived = prometheus.NewDesc("tickbus_ticks_received_total", "Ticks received by the subscriber since it subscribed.", labels, nil)
-	descGaps     = prometheus.NewDesc("tickbus_gaps_total", "Sequences the subscriber reported as gaps since it subscribed.", labels, nil)
-	descOverruns = prometheus.NewDesc("tickbus_overruns_total", "Times the publisher lapped the subscriber's ring since it subscribed.", labels, nil)
-	descTail     = prometheus.NewDesc("tickbus_tail_total", "Sequences the subscriber named lost at Close: published, never reached its ring, nothing after them.", labels, nil)
-	descRate     = prometheus.NewDesc("tickbus_tick_rate", "Ticks per second received over the last interval.", labels, nil)
-	descLatency  = prometheus.NewDesc("tickbus_latency_seconds", "One-way tick latency since the dashboard started (from HdrHistogram intervals; the sum is count times the HdrHistogram mean).", labels, nil)
-	descInterval = prometheus.NewDesc("tickbus_latency_interval_seconds", "One-way tick latency over the last interval, from its HdrHistogram.", labels, nil)
-	descClamped  = prometheus.NewDesc("tickbus_latency_clamped_total", "Latencies outside 0..10 s recorded at the range's edge, since the dashboard started.", append(labels, "reason"), nil)
-	descInfo     = prometheus.NewDesc("tickbus_subscriber_info", "Where a subscription runs and which provider carries it (value 1). cross_host=true means its latency depends on clock sync.", append(labels, "host", "provider", "cross_host"), nil)
-	descLastSeen = prometheus.NewDesc("tickbus_stats_last_timestamp_seconds", "End of the last interval received, Unix seconds.", labels, nil)
-	descAccepted = prometheus.NewDesc("tickbus_dash_messages_total", "Stats messages the dashboard accepted.", nil, nil)
-	descRejected = prometheus.NewDesc("tickbus_dash_rejected_total", "Stats messages the dashboard ignored, by reason.", []string{"reason"}, nil)
-	descSeries   = prometheus.NewDesc("tickbus_dash_series", "Topic and subscriber pairs the dashboard tracks.", nil, nil)
+	labels          = []string{"topic", "subscriber"}
+	descReceived    = prometheus.NewDesc("tickbus_ticks_received_total", "Ticks received by the subscriber since it subscribed.", labels, nil)
+	descGaps        = prometheus.NewDesc("tickbus_gaps_total", "Sequences the subscriber reported as gaps since it subscribed.", labels, nil)
+	descOverruns    = prometheus.NewDesc("tickbus_overruns_total", "Times the publisher lapped the subscriber's ring since it subscribed.", labels, nil)
+	descTail        = prometheus.NewDesc("tickbus_tail_total", "Sequences the subscriber named lost at Close: published, never reached its ring, nothing after them.", labels, nil)
+	descTailUnknown = prometheus.NewDesc("tickbus_tail_unknown", "1 when the subscriber's Close could learn no bound to name a tail by (tickbus_tail_total 0 then means unknown, not none).", labels, nil)
+	descRate        = prometheus.NewDesc("tickbus_tick_rate", "Ticks per second received over the last interval.", labels, nil)
+	descLatency     = prometheus.NewDesc("tickbus_latency_seconds", "One-way tick latency since the dashboard started (from HdrHistogram intervals; the sum is count times the HdrHistogram mean).", labels, nil)
+	descInterval    = prometheus.NewDesc("tickbus_latency_interval_seconds", "One-way tick latency over the last interval, from its HdrHistogram.", labels, nil)
+	descClamped     = prometheus.NewDesc("tickbus_latency_clamped_total", "Latencies outside 0..10 s recorded at the range's edge, since the dashboard started.", append(labels, "reason"), nil)
+	descInfo        = prometheus.NewDesc("tickbus_subscriber_info", "Where a subscription runs and which provider carries it (value 1). cross_host=true means its latency depends on clock sync.", append(labels, "host", "provider", "cross_host"), nil)
+	descLastSeen    = prometheus.NewDesc("tickbus_stats_last_timestamp_seconds", "End of the last interval received, Unix seconds.", labels, nil)
+	descAccepted    = prometheus.NewDesc("tickbus_dash_messages_total", "Stats messages the dashboard accepted.", nil, nil)
+	descRejected    = prometheus.NewDesc("tickbus_dash_rejected_total", "Stats messages the dashboard ignored, by reason.", []string{"reason"}, nil)
+	descSeries      = prometheus.NewDesc("tickbus_dash_series", "Topic and subscriber pairs the dashboard tracks.", nil, nil)
 )
 
 // collector exports the store's state at each scrape.
 type collector struct{ s *store }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descReceived, descGaps, descOverruns, descTail, descRate, descLatency, descInterval,
+	for _, d := range []*prometheus.Desc{descReceived, descGaps, descOverruns, descTail, descTailUnknown, descRate, descLatency, descInterval,
 		descClamped, descInfo, descLastSeen, descAccepted, descRejected, descSeries} {
 		ch <- d
 	}
@@ -53,6 +54,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descGaps, prometheus.CounterValue, float64(v.Gaps), lv...)
 		ch <- prometheus.MustNewConstMetric(descOverruns, prometheus.CounterValue, float64(v.Overruns), lv...)
 		ch <- prometheus.MustNewConstMetric(descTail, prometheus.CounterValue, float64(v.Tail), lv...)
+		unknown := 0.0
+		if v.TailUnknown {
+			unknown = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descTailUnknown, prometheus.GaugeValue, unknown, lv...)
 		ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, v.Rate, lv...)
 		ch <- prometheus.MustNewConstMetric(descClamped, prometheus.CounterValue, float64(v.Negative), v.Topic, v.Subscriber, "negative")
 		ch <- prometheus.MustNewConstMetric(descClamped, prometheus.CounterValue, float64(v.Saturated), v.Topic, v.Subscriber, "saturated")

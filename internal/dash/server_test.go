@@ -29,7 +29,8 @@ func TestServer_State_MatchesHistogramsSent(t *testing.T) {
 	nc := connect(t, ns)
 	a := newFeed("md.AAPL", "engine-1", 1, 2000)
 	b := newFeed("md.AAPL", "engine-2", 2, 9000)
-	a.totals.Tail = 4 // as a closing subscriber's last message says
+	a.totals.Tail = 4           // as a closing subscriber's last message says
+	b.totals.TailUnknown = true // a Close that could name no tail
 	for i := range 3 {
 		a.interval(t, nc, 5000+i, 1, 0)
 		b.interval(t, nc, 3000+i, 0, 2)
@@ -45,6 +46,7 @@ func TestServer_State_MatchesHistogramsSent(t *testing.T) {
 		assert.Equal(t, f.totals.Gaps, v.Gaps)
 		assert.Equal(t, f.totals.Overruns, v.Overruns)
 		assert.Equal(t, f.totals.Tail, v.Tail)
+		assert.Equal(t, f.totals.TailUnknown, v.TailUnknown)
 		assert.Len(t, v.Points, 3)
 		last := f.last()
 		assert.Equal(t, last.TotalCount(), v.Last.Count)
@@ -70,6 +72,7 @@ func TestServer_Metrics_ParseAndCountWhatWasSent(t *testing.T) {
 	a := newFeed("md.AAPL", "engine-1", 3, 1500)
 	b := newFeed("md.MSFT", "engine-2", 4, 40000)
 	b.totals.Tail = 9 // as a closing subscriber's last message says
+	a.totals.TailUnknown = true
 	for range 4 {
 		a.interval(t, nc, 2000, 2, 1)
 		b.interval(t, nc, 1000, 0, 0)
@@ -112,6 +115,11 @@ func TestServer_Metrics_ParseAndCountWhatWasSent(t *testing.T) {
 		assert.Equal(t, float64(f.totals.Gaps), find("tickbus_gaps_total", tp, sb))
 		assert.Equal(t, float64(f.totals.Overruns), find("tickbus_overruns_total", tp, sb))
 		assert.Equal(t, float64(f.totals.Tail), find("tickbus_tail_total", tp, sb))
+		unknown := 0.0
+		if f.totals.TailUnknown {
+			unknown = 1
+		}
+		assert.Equal(t, unknown, find("tickbus_tail_unknown", tp, sb))
 		assert.Equal(t, float64(f.merged.TotalCount()), find("tickbus_latency_seconds", tp, sb))
 		assert.InDelta(t, f.lastMsg.Rate, find("tickbus_tick_rate", tp, sb), 1e-9)
 	}

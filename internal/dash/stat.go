@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -123,15 +124,19 @@ func printStat(w io.Writer, st *store, subject, url string, now time.Time, clear
 		if provider == "" {
 			provider = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n",
-			v.Topic, v.Subscriber, host, provider, v.Rate, v.Received, v.Gaps, v.Overruns, v.Tail,
+		tail := strconv.FormatUint(v.Tail, 10)
+		if v.TailUnknown {
+			tail = "?"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			v.Topic, v.Subscriber, host, provider, v.Rate, v.Received, v.Gaps, v.Overruns, tail,
 			lat[0], lat[1], lat[2], lat[3], age)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(views) > 0 {
-		b.WriteString("latency of the last interval; * = publisher on another host (clock sync matters)\n")
+		b.WriteString("latency of the last interval; * = publisher on another host (clock sync matters); tail ? = its Close could not name the tail\n")
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())

@@ -25,12 +25,15 @@ func TestRunStat_PrintsEverySeriesEachPeriod(t *testing.T) {
 	a := newFeed("md.AAPL", "engine-1", 31, 2000)
 	b := newFeed("md.MSFT", "engine-2", 32, 50000)
 	b.totals.Tail = 6 // as a closing subscriber's last message says
+	c := newFeed("md.TSLA", "engine-3", 33, 3000)
+	c.totals.TailUnknown = true // a Close that could name no tail
 	// Wait for the subscription, then send until a screen shows both.
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(out.String(), "engine-2") || !strings.Contains(out.String(), "engine-1") {
-		require.True(t, time.Now().Before(deadline), "no screen with both series:\n%s", out.String())
+	for !strings.Contains(out.String(), "engine-2") || !strings.Contains(out.String(), "engine-1") || !strings.Contains(out.String(), "engine-3") {
+		require.True(t, time.Now().Before(deadline), "no screen with every series:\n%s", out.String())
 		a.interval(t, nc, 1000, 3, 0)
 		b.interval(t, nc, 500, 0, 1)
+		c.interval(t, nc, 200, 0, 0)
 		time.Sleep(150 * time.Millisecond)
 	}
 	time.Sleep(250 * time.Millisecond) // one more screen with the latest figures
@@ -40,12 +43,13 @@ func TestRunStat_PrintsEverySeriesEachPeriod(t *testing.T) {
 	screens := strings.Split(strings.TrimSpace(out.String()), "\n\n")
 	last := screens[len(screens)-1]
 	assert.Contains(t, last, "tickbus stat: tickbus.stats.>")
-	assert.Contains(t, last, "2 series")
+	assert.Contains(t, last, "3 series")
 	lines := strings.Split(last, "\n")
 	require.GreaterOrEqual(t, len(lines), 4, last)
 	assert.Equal(t, []string{"TOPIC", "SUBSCRIBER", "HOST", "PROVIDER", "RATE/s", "RECEIVED", "GAPS", "OVERRUNS", "TAIL", "P50", "P99", "P99.9", "MAX", "AGE"},
 		strings.Fields(lines[1]))
-	for i, f := range []*feed{a, b} {
+	require.GreaterOrEqual(t, len(lines), 5, last)
+	for i, f := range []*feed{a, b, c} {
 		fields := strings.Fields(lines[2+i])
 		require.Len(t, fields, 14, lines[2+i])
 		assert.Equal(t, f.meta.Topic, fields[0])
@@ -55,7 +59,11 @@ func TestRunStat_PrintsEverySeriesEachPeriod(t *testing.T) {
 		assert.Equal(t, itoa(f.totals.Received), fields[5])
 		assert.Equal(t, itoa(f.totals.Gaps), fields[6])
 		assert.Equal(t, itoa(f.totals.Overruns), fields[7])
-		assert.Equal(t, itoa(f.totals.Tail), fields[8])
+		if f.totals.TailUnknown {
+			assert.Equal(t, "?", fields[8], "a tail that could not be named shows as ?, not 0")
+		} else {
+			assert.Equal(t, itoa(f.totals.Tail), fields[8])
+		}
 		assert.Equal(t, FormatNs(f.last().ValueAtQuantile(50)), fields[9])
 		assert.Equal(t, FormatNs(f.last().ValueAtQuantile(99)), fields[10])
 		assert.Equal(t, FormatNs(f.last().ValueAtQuantile(99.9)), fields[11])

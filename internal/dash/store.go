@@ -89,27 +89,29 @@ func curveOf(h *hdrhistogram.Histogram) []CurvePoint {
 
 // SeriesView is one topic and subscriber as /api/state and /events carry it.
 type SeriesView struct {
-	Key        string       `json:"key"`
-	Topic      string       `json:"topic"`
-	Subscriber string       `json:"subscriber"`
-	Host       string       `json:"host"`
-	Provider   string       `json:"provider"`
-	CrossHost  bool         `json:"cross_host"`
-	Received   uint64       `json:"received"`
-	Gaps       uint64       `json:"gaps"`
-	Overruns   uint64       `json:"overruns"`
-	Tail       uint64       `json:"tail"` // named lost at the subscriber's Close (its last message)
-	Rate       float64      `json:"rate"`
-	Negative   uint64       `json:"negative"`  // clamped latencies since the dashboard started
-	Saturated  uint64       `json:"saturated"` // idem
-	Intervals  uint64       `json:"intervals"`
-	LastEnd    int64        `json:"last_end"` // Unix ms
-	IntervalMs int64        `json:"interval_ms"`
-	Last       Percentiles  `json:"last"`       // the last interval
-	Total      Percentiles  `json:"total"`      // merged since the dashboard started
-	Curve      []CurvePoint `json:"curve"`      // of Total
-	LastCurve  []CurvePoint `json:"last_curve"` // of Last
-	Points     []Point      `json:"points,omitempty"`
+	Key        string `json:"key"`
+	Topic      string `json:"topic"`
+	Subscriber string `json:"subscriber"`
+	Host       string `json:"host"`
+	Provider   string `json:"provider"`
+	CrossHost  bool   `json:"cross_host"`
+	Received   uint64 `json:"received"`
+	Gaps       uint64 `json:"gaps"`
+	Overruns   uint64 `json:"overruns"`
+	Tail       uint64 `json:"tail"` // named lost at the subscriber's Close (its last message)
+	// TailUnknown: that Close could name no tail (Tail 0 is not "none").
+	TailUnknown bool         `json:"tail_unknown"`
+	Rate        float64      `json:"rate"`
+	Negative    uint64       `json:"negative"`  // clamped latencies since the dashboard started
+	Saturated   uint64       `json:"saturated"` // idem
+	Intervals   uint64       `json:"intervals"`
+	LastEnd     int64        `json:"last_end"` // Unix ms
+	IntervalMs  int64        `json:"interval_ms"`
+	Last        Percentiles  `json:"last"`       // the last interval
+	Total       Percentiles  `json:"total"`      // merged since the dashboard started
+	Curve       []CurvePoint `json:"curve"`      // of Total
+	LastCurve   []CurvePoint `json:"last_curve"` // of Last
+	Points      []Point      `json:"points,omitempty"`
 }
 
 // series is the store's state for one topic and subscriber.
@@ -232,6 +234,7 @@ func (s *store) apply(m *stats.Message) (string, error) {
 	v := &se.view
 	v.Host, v.Provider, v.CrossHost = m.Host, m.Provider, m.CrossHost
 	v.Received, v.Gaps, v.Overruns, v.Tail, v.Rate = m.Received, m.Gaps, m.Overruns, m.Tail, m.Rate
+	v.TailUnknown = m.TailUnknown
 	v.Negative += m.Negative
 	v.Saturated += m.Saturated
 	v.Intervals++

@@ -267,7 +267,7 @@ function render() {
     cell(tr, fmtCount(s.received), "received");
     cell(tr, fmtCount(s.gaps), "gaps" + (s.gaps ? " bad" : ""));
     cell(tr, fmtCount(s.overruns), "overruns" + (s.overruns ? " bad" : ""));
-    cell(tr, fmtCount(s.tail), "tail" + (s.tail ? " bad" : ""));
+    cell(tr, s.tail_unknown ? "?" : fmtCount(s.tail), "tail" + (s.tail || s.tail_unknown ? " bad" : ""));
     for (const k of ["p50", "p90", "p99", "p999", "p9999", "max"]) {
       cell(tr, s.last.count > 0 ? fmtNs(s.last[k]) : "–", k, s.last[k]);
     }
