@@ -110,3 +110,20 @@ func TestGate_UnmapAfterShut_NoSectionTouchesIt(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkGate_EnterLeave is what the gate adds to every publish and
+// every Poll: Enter and Leave with no Close, cache-hot.
+func BenchmarkGate_EnterLeave(b *testing.B) {
+	for name, mk := range gates() {
+		b.Run(name, func(b *testing.B) {
+			g := mk()
+			b.ReportAllocs()
+			for b.Loop() {
+				if !g.Enter() {
+					b.Fatal("refused")
+				}
+				g.Leave()
+			}
+		})
+	}
+}
