@@ -15,6 +15,20 @@ import (
 	"github.com/tickbus/tickbus"
 )
 
+// subscribedPair subscribes h to topic on c and makes a publisher of it
+// that sees the subscription.
+func subscribedPair(t *testing.T, c *tickbus.Client, topic string, h tickbus.Handler, opts ...tickbus.SubOption) (*tickbus.Subscription, *tickbus.Publisher) {
+	t.Helper()
+	s, err := c.Subscribe(topic, h, opts...)
+	require.NoError(t, err)
+	p, err := c.Publisher(topic)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, p.WaitSubscribers(ctx, 1))
+	return s, p
+}
+
 // A feed handler that closes its publisher on a signal, from the signal's
 // goroutine, while its publishing goroutine is mid-publish: Close unmaps
 // the rings a publish writes through, so without the publisher's gate
@@ -24,13 +38,7 @@ func TestPublisher_CloseFromAnotherGoroutineWhilePublishing_NoFaultThenErrClosed
 	for round := range 4 {
 		topic := fmt.Sprintf("closepub%d", round)
 		var h seqs
-		s, err := c.Subscribe(topic, &h)
-		require.NoError(t, err)
-		p, err := c.Publisher(topic)
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		require.NoError(t, p.WaitSubscribers(ctx, 1))
-		cancel()
+		s, p := subscribedPair(t, c, topic, &h)
 
 		var published atomic.Uint64
 		done := make(chan error, 1)
@@ -56,7 +64,7 @@ func TestPublisher_CloseFromAnotherGoroutineWhilePublishing_NoFaultThenErrClosed
 		case <-time.After(10 * time.Second):
 			t.Fatal("the publishing goroutine never saw the Close")
 		}
-		_, err = p.Publish(1, []byte("late"))
+		_, err := p.Publish(1, []byte("late"))
 		require.ErrorIs(t, err, tickbus.ErrClosed)
 		require.NoError(t, s.Close())
 		got := s.Counters()
@@ -76,13 +84,7 @@ func TestSubscription_CloseFromAnotherGoroutineWhilePolling_NoFaultPollThenRetur
 	for round := range 4 {
 		topic := fmt.Sprintf("closesub%d", round)
 		var h seqs
-		s, err := c.Subscribe(topic, &h, tickbus.WithManualPoll())
-		require.NoError(t, err)
-		p, err := c.Publisher(topic)
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		require.NoError(t, p.WaitSubscribers(ctx, 1))
-		cancel()
+		s, p := subscribedPair(t, c, topic, &h, tickbus.WithManualPoll())
 
 		var stop, closed atomic.Bool
 		var afterClose atomic.Int64 // what Polls after Close returned delivered
@@ -141,17 +143,11 @@ func TestSubscription_CloseFromItsOwnHandler_ErrorNotHangNorFault(t *testing.T) 
 			closeErr = s.Close()
 		}
 	}}
-	s, err := c.Subscribe("closeself", h, tickbus.WithManualPoll())
-	require.NoError(t, err)
-	p, err := c.Publisher("closeself")
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, p.WaitSubscribers(ctx, 1))
-	_, err = p.Publish(1, []byte("x"))
+	s, p := subscribedPair(t, c, "closeself", h, tickbus.WithManualPoll())
+	_, err := p.Publish(1, []byte("x"))
 	require.NoError(t, err)
 	start := time.Now()
-	for calls.Load() == 0 && ctx.Err() == nil {
+	for deadline := start.Add(20 * time.Second); calls.Load() == 0 && time.Now().Before(deadline); {
 		s.Poll()
 	}
 	require.Error(t, closeErr, "Close inside the handler's Poll cannot drain: it says so")
