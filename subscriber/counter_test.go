@@ -81,9 +81,7 @@ func TestTail_CounterOfAHomeHeardBeforeItsRecord_NamesTheEndedEpochsRest(t *test
 	assert.Equal(t, homeCounter{Next: 101, Start: hi.Start}, hc, "the home tells its counter and its epoch's start")
 
 	next := homeCounter{Next: hi.Reserved, Start: hi.Reserved} // the next epoch's home, nothing claimed yet
-	ask := askHome
-	askHome = func(*Subscriber, context.Context, bus.PeerInfo) (homeCounter, error) { return next, nil }
-	defer func() { askHome = ask }()
+	defer setAskHook(func(*Subscriber, context.Context, bus.PeerInfo) (homeCounter, error) { return next, nil })()
 	sub.learnCounter(bus.PeerInfo{}, "in the test")
 	require.Eventually(t, func() bool { sub.Poll(); _, evs := h.got(); return len(evs) > 0 }, 10*time.Second, time.Millisecond, "nothing named")
 	for range 100 {

@@ -10,17 +10,14 @@ import (
 // its node's NATS connection comes back, until restore is called: for a
 // test of the question Close asks by itself. Call it before New.
 func NoAskOnReconnect() (restore func()) {
-	old := askOnReconnect
-	askOnReconnect = false
-	return func() { askOnReconnect = old }
+	old := noAskOnReconnect.Swap(true)
+	return func() { noAskOnReconnect.Store(old) }
 }
 
 // SilentHome makes every question to the topic's home fail, until restore
 // is called: a home that never answers (its host starved or cut off).
 func SilentHome() (restore func()) {
-	old := askHome
-	askHome = func(*Subscriber, context.Context, bus.PeerInfo) (homeCounter, error) {
+	return setAskHook(func(*Subscriber, context.Context, bus.PeerInfo) (homeCounter, error) {
 		return homeCounter{}, context.DeadlineExceeded
-	}
-	return func() { askHome = old }
+	})
 }

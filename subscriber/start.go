@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/tickbus/tickbus/bus"
@@ -56,9 +57,32 @@ const learnWait = time.Second
 // (A variable for tests.)
 var learnGiveUp = 30 * time.Second
 
-// askHome is how learn and unstick ask a node for the home's counter
-// (askCounter); tests make the home slow.
-var askHome = (*Subscriber).askCounter
+// askFunc asks a node for the home's counter.
+type askFunc func(*Subscriber, context.Context, bus.PeerInfo) (homeCounter, error)
+
+// askHook, when set, is what askHome asks instead of askCounter: tests
+// make the home slow or silent. Atomic, because a test swaps it while
+// subscribers' goroutines ask.
+var askHook atomic.Pointer[askFunc]
+
+// askHome is how learn and unstick ask a node for the home's counter.
+func askHome(s *Subscriber, ctx context.Context, n bus.PeerInfo) (homeCounter, error) {
+	if f := askHook.Load(); f != nil {
+		return (*f)(s, ctx, n)
+	}
+	return s.askCounter(ctx, n)
+}
+
+// setAskHook sets askHook to f (nil: askCounter) and returns what restores
+// the one before.
+func setAskHook(f askFunc) (restore func()) {
+	var p *askFunc
+	if f != nil {
+		p = &f
+	}
+	old := askHook.Swap(p)
+	return func() { askHook.Store(old) }
+}
 
 // learnStart runs in accept, before the publisher is answered, so before
 // it can add the ring: it asks the topic's home for its counter. Nothing

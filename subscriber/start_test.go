@@ -77,15 +77,13 @@ func TestJoin_WhileAStartIsLearnt_DeliversNothingThenStartsAtTheCounter(t *testi
 func slowHome(t *testing.T) *atomic.Bool {
 	var slow atomic.Bool
 	slow.Store(true)
-	ask := askHome
-	askHome = func(s *Subscriber, ctx context.Context, n bus.PeerInfo) (homeCounter, error) {
+	t.Cleanup(setAskHook(func(s *Subscriber, ctx context.Context, n bus.PeerInfo) (homeCounter, error) {
 		if slow.Load() {
 			<-ctx.Done()
 			return homeCounter{}, ctx.Err()
 		}
-		return ask(s, ctx, n)
-	}
-	t.Cleanup(func() { askHome = ask })
+		return s.askCounter(ctx, n)
+	}))
 	return &slow
 }
 

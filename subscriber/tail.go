@@ -3,6 +3,7 @@ package subscriber
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/tickbus/tickbus/bus"
@@ -64,9 +65,9 @@ func (s *Subscriber) onHomeRecord(hi bus.HomeInfo) {
 	s.onHome(hi)
 }
 
-// askOnReconnect: onReconnect asks (a variable for a test of what Close
-// asks by itself).
-var askOnReconnect = true
+// noAskOnReconnect: onReconnect does not ask (set by a test of what Close
+// asks by itself; atomic, as askHook).
+var noAskOnReconnect atomic.Bool
 
 // tailWait bounds the question Close asks the home.
 const tailWait = 500 * time.Millisecond
@@ -287,7 +288,7 @@ func (s *Subscriber) setCounter(hc homeCounter) bool {
 // (or stopped): without a journal, whose counter the reader READs
 // itself, ask the home for its counter. Spawned.
 func (s *Subscriber) onReconnect() {
-	if s.journalAt.Load() != 0 || !askOnReconnect {
+	if s.journalAt.Load() != 0 || noAskOnReconnect.Load() {
 		return
 	}
 	s.spawn(func() {
