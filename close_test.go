@@ -150,10 +150,44 @@ func TestSubscription_CloseFromItsOwnHandler_ErrorNotHangNorFault(t *testing.T) 
 	for deadline := start.Add(20 * time.Second); calls.Load() == 0 && time.Now().Before(deadline); {
 		s.Poll()
 	}
-	require.Error(t, closeErr, "Close inside the handler's Poll cannot drain: it says so")
-	assert.Contains(t, closeErr.Error(), "did not return within")
+	require.ErrorIs(t, closeErr, tickbus.ErrPollBusy, "Close inside the handler's Poll cannot drain: it says so")
 	assert.Less(t, time.Since(start), 15*time.Second, "bounded, not a hang")
 	assert.Zero(t, s.Poll(), "and the subscription polls nothing after")
 	_, err = p.Publish(1, []byte("y"))
 	require.NoError(t, err, "the publisher goes on (the subscriber is withdrawn from the bus)")
+}
+
+// The same under Client.Subscribe's own polling goroutine: Close from the
+// handler used to wait for that goroutine (its own caller) forever.
+func TestSubscription_CloseFromItsOwnHandlerUnderSubscribe_ErrorThenPollingStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out Close's 5 s bound for a Poll to return")
+	}
+	c := connect(t)
+	var s *tickbus.Subscription
+	closed := make(chan error, 1)
+	var calls atomic.Int32
+	ready := make(chan struct{})
+	h := tickbus.HandlerFuncs{Messages: func([]tickbus.Message) {
+		<-ready
+		if calls.Add(1) == 1 {
+			closed <- s.Close()
+		}
+	}}
+	s, p := subscribedPair(t, c, "closeselfrun", h)
+	close(ready)
+	_, err := p.Publish(1, []byte("x"))
+	require.NoError(t, err)
+	select {
+	case err := <-closed:
+		require.ErrorIs(t, err, tickbus.ErrPollBusy)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close from the handler under Subscribe's poller hung")
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("polling did not stop once the handler returned")
+	}
+	assert.Equal(t, int32(1), calls.Load(), "the handler is not called after its Close")
 }

@@ -26,6 +26,10 @@ var (
 	ErrConnect = errors.New("tickbus: cannot connect")
 	// ErrClosed: the client, publisher or subscription was closed.
 	ErrClosed = errors.New("tickbus: closed")
+	// ErrPollBusy: a subscription's Close gave up waiting for the Poll
+	// under way (a handler that blocks, or that called Close itself); its
+	// ring is left mapped, and polling stops once that Poll returns.
+	ErrPollBusy = errors.New("tickbus: close: a poll did not return")
 	// ErrTooLarge: a message larger than the topic's slot payload. Nothing
 	// was published.
 	ErrTooLarge = errors.New("tickbus: message larger than the slot payload")
@@ -139,6 +143,7 @@ var kinds = []struct{ from, to error }{
 	{bus.ErrNoPeer, ErrNoHome},
 	{publisher.ErrClosed, ErrClosed},
 	{subscriber.ErrClosed, ErrClosed},
+	{subscriber.ErrPollBusy, ErrPollBusy},
 	{ring.ErrClosed, ErrClosed},
 	{link.ErrClosed, ErrClosed},
 	{bus.ErrClosed, ErrClosed},

@@ -58,6 +58,7 @@ func TestErrors_EveryErrorBelowMapsToItsSentinel(t *testing.T) {
 		{ring.ErrTimeout, tickbus.ErrTimeout},
 		{publisher.ErrClosed, tickbus.ErrClosed},
 		{subscriber.ErrClosed, tickbus.ErrClosed},
+		{subscriber.ErrPollBusy, tickbus.ErrPollBusy},
 		{ring.ErrClosed, tickbus.ErrClosed},
 		{link.ErrClosed, tickbus.ErrClosed},
 		{bus.ErrClosed, tickbus.ErrClosed},

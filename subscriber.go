@@ -146,9 +146,10 @@ func (s *Subscription) Wait() error {
 // Close leaves the topic (publishers drop the ring), delivers what is
 // already in the ring, publishes the last statistics and releases the
 // ring. The handler is not called after Close returns. Safe from any
-// goroutine, while another polls (WithManualPoll); not from the handler
-// under the subscription's own polling goroutine, which Close waits for.
-// Idempotent.
+// goroutine, while another polls. From the handler itself, Close cannot
+// wait for the Poll it runs in: it gives up after 5 s with an error,
+// leaves the ring mapped, and polling stops (Done) once the handler
+// returns. Idempotent.
 func (s *Subscription) Close() error {
 	err := s.close() // before remove: the client's Close waits for it then, and closes the devices after
 	s.c.remove(nil, s)
@@ -158,8 +159,15 @@ func (s *Subscription) Close() error {
 func (s *Subscription) close() error {
 	s.closeOnce.Do(func() {
 		s.stop()
-		<-s.done
-		s.closeErr = wrap(s.s.Close())
+		// The subscriber's Close stops Run and waits for its Poll itself,
+		// and gives up on a Poll that is its own caller (a handler's
+		// Close): waiting for done first would wait for that caller
+		// forever.
+		err := s.s.Close()
+		if !errors.Is(err, subscriber.ErrPollBusy) {
+			<-s.done
+		}
+		s.closeErr = wrap(err)
 	})
 	return s.closeErr
 }

@@ -27,7 +27,7 @@ func (s *Subscriber) Close() error {
 		s.wg.Wait()
 		s.stop.Store(true)
 		if !s.gate.Shut(closeWait) { // before running: a handler under Run that calls Close holds it
-			err := fmt.Errorf("subscriber: close: a Poll did not return within %v (a handler that blocks, or that calls Close); the ring and its queue pairs are left mapped (unmapping them under it would fault) and nothing was drained", closeWait)
+			err := fmt.Errorf("%w within %v (a handler that blocks, or that calls Close); the ring and its queue pairs are left mapped (unmapping them under it would fault) and nothing was drained", ErrPollBusy, closeWait)
 			s.log.Error().Err(err).Msg("subscriber: close")
 			close(s.stopStats)
 			<-s.statsDone

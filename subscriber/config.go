@@ -24,6 +24,9 @@ var (
 	ErrInvalidConfig = errors.New("subscriber: invalid configuration")
 	// ErrClosed: the subscriber was closed.
 	ErrClosed = errors.New("subscriber: closed")
+	// ErrPollBusy: Close gave up waiting for a Poll to return (a handler
+	// that blocks, or that called Close itself); the ring is left mapped.
+	ErrPollBusy = errors.New("subscriber: close: a Poll did not return")
 	// ErrRefused: a publisher asked to connect over a provider the ring is
 	// not registered on.
 	ErrRefused = errors.New("subscriber: connect refused")
