@@ -21,3 +21,7 @@ func SilentHome() (restore func()) {
 		return homeCounter{}, context.DeadlineExceeded
 	})
 }
+
+// ForgetHome drops the home record s holds, as if its watcher had not
+// delivered one yet.
+func ForgetHome(s *Subscriber) { s.home.Store(nil) }

@@ -226,14 +226,22 @@ func (s *Subscriber) askTail(ctx context.Context, extra bus.PeerInfo) (homeCount
 // learnTailAtClose runs in Close before the subscription is withdrawn (so
 // before any publisher stops writing to the ring because of it): without
 // an attached journal (whose counter the reader READs itself) it asks the
-// home for its counter, within tailWait.
+// home for its counter, within tailWait, whether or not its record has
+// reached this subscriber yet.
 func (s *Subscriber) learnTailAtClose() {
 	if s.journalAt.Load() != 0 {
 		return
 	}
-	if hi := s.home.Load(); hi == nil || hi.End != 0 {
-		return // no home known, or its end is known already
+	hi := s.home.Load()
+	if hi != nil && hi.End != 0 {
+		return // its end is known already (onHomeRecord gave it the reader)
 	}
+	if hi == nil && s.h.joinedAt.Load() == 0 { // pairs with the Store in recHandler.OnTicks
+		return // no home heard of and nothing delivered: no tail to name
+	}
+	// No record yet (its watcher is slow, or was away with this node's
+	// NATS connection) is no reason to close silent: askTail asks every
+	// known publisher's node too.
 	ctx, cancel := context.WithTimeout(context.Background(), tailWait)
 	defer cancel()
 	if hc, ok := s.askTail(ctx, bus.PeerInfo{}); ok {

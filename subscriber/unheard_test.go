@@ -430,6 +430,30 @@ func TestPubSub_DroppedSubscriber_NamesTheTailAtClose(t *testing.T) {
 	assert.Equal(t, got.Received, m.Received)
 }
 
+// The same with the home record not yet at the subscriber when it closes
+// (its watcher slow under load, or not restarted since the node came
+// back): Close still asks, every known publisher's node, and names the
+// tail. (Before, it returned at once, and closed with the tail 0 and not
+// unknown: silent. A run of the test above, under load, once closed so.)
+func TestPubSub_DroppedSubscriber_NoHomeRecordYet_StillNamesTheTailAtClose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps a node away from NATS past the heartbeat timeout; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t.Cleanup(subscriber.NoAskOnReconnect())
+	r := newAwayRig(t, ctx, -1, func(c *subscriber.Config) { c.GapTimeout = time.Minute })
+	r.dropSubscriber(t, ctx)
+	r.link.Restore()
+	require.Eventually(t, func() bool { return r.b.Connected() }, 20*time.Second, 10*time.Millisecond)
+
+	subscriber.ForgetHome(r.sub)
+	got := r.closeAndAccount(t)
+	assert.Less(t, got.Received, r.sequence, "the dropped subscriber received every tick")
+	assert.Equal(t, r.sequence-got.Received, got.Tail, "not named at Close: %+v", got)
+	assert.False(t, got.TailUnknown, "%+v", got)
+}
+
 // pubAwayRig is awayRig the other way round: the subscriber's node a
 // (with the NATS server; holdA its bus.Config.UnheardHold) and the
 // publisher's node b, which reaches NATS only through a natsLink.
