@@ -191,3 +191,48 @@ func TestSubscription_CloseFromItsOwnHandlerUnderSubscribe_ErrorThenPollingStops
 	}
 	assert.Equal(t, int32(1), calls.Load(), "the handler is not called after its Close")
 }
+
+// A pattern subscription's handler that closes it, under its own poller:
+// as a subscription's, an error after the wait, not a hang; the other
+// topic's ring closes, and polling stops once the handler returns.
+func TestPatternSubscription_CloseFromItsOwnHandler_ErrorThenPollingStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out Close's 5 s bound for a Poll to return")
+	}
+	c := connect(t)
+	var ps *tickbus.PatternSubscription
+	closed := make(chan error, 1)
+	var calls atomic.Int32
+	ready := make(chan struct{})
+	h := tickbus.TopicHandlerFuncs{Messages: func(string, []tickbus.Message) {
+		<-ready
+		if calls.Add(1) == 1 {
+			closed <- ps.Close()
+		}
+	}}
+	ps, err := c.SubscribePattern("pat.*", h)
+	require.NoError(t, err)
+	close(ready)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := c.Publisher("pat.a")
+	require.NoError(t, err)
+	b, err := c.Publisher("pat.b")
+	require.NoError(t, err)
+	require.NoError(t, a.WaitSubscribers(ctx, 1))
+	require.NoError(t, b.WaitSubscribers(ctx, 1))
+	_, err = a.Publish(1, []byte("x"))
+	require.NoError(t, err)
+	select {
+	case err := <-closed:
+		require.ErrorIs(t, err, tickbus.ErrPollBusy)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close from the handler under the pattern's poller hung")
+	}
+	select {
+	case <-ps.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("polling did not stop once the handler returned")
+	}
+	assert.Equal(t, int32(1), calls.Load(), "the handler is not called after its Close")
+}

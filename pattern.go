@@ -168,7 +168,9 @@ func (s *PatternSubscription) Err() error {
 
 // Close leaves every topic (each ring delivers what it already holds) and
 // stops watching for new ones. The handler is not called after Close
-// returns. Idempotent.
+// returns. Safe from any goroutine; from the handler itself, as
+// Subscription.Close: ErrPollBusy after 5 s, polling stops once the
+// handler returns. Idempotent.
 func (s *PatternSubscription) Close() error {
 	err := s.close() // before the delete: the client's Close waits for it then, and closes the devices after
 	s.c.mu.Lock()
@@ -180,8 +182,13 @@ func (s *PatternSubscription) Close() error {
 func (s *PatternSubscription) close() error {
 	s.closeOnce.Do(func() {
 		s.stop()
-		<-s.done
-		s.closeErr = wrap(s.w.Close())
+		// As Subscription's: the Wildcard's Close stops Run and waits for
+		// each topic's Poll, and gives up on one that is its own caller.
+		err := s.w.Close()
+		if !errors.Is(err, subscriber.ErrPollBusy) {
+			<-s.done
+		}
+		s.closeErr = wrap(err)
 	})
 	return s.closeErr
 }

@@ -234,23 +234,28 @@ func (w *Wildcard) Err() error {
 // Close stops watching, stops Run, and closes every topic's subscriber
 // (each drains its ring to the handler). A Poll on another goroutine may
 // overlap it: each subscriber's Close waits for that Poll's turn in its
-// ring (Subscriber.Close). Idempotent.
+// ring (Subscriber.Close), and every Poll after it delivers nothing. From
+// the handler itself, the Close of the topic whose Poll it runs in gives
+// up after its wait (ErrPollBusy, in the error); the others close, and
+// Run stops once the handler returns. Idempotent.
 func (w *Wildcard) Close() error {
 	w.closeOnce.Do(func() {
 		close(w.done)
 		<-w.watchDone
-		w.stop.Store(true)
-		w.running.Lock() // Run has returned
+		w.stop.Store(true) // Run stops at its next turn
 		w.mu.Lock()
 		w.closed = true
 		subs := *w.subs.Load()
 		w.mu.Unlock()
 		var errs []error
 		for _, s := range subs {
-			errs = append(errs, s.Close())
+			errs = append(errs, s.Close()) // each waits for its own Poll under way
 		}
-		w.running.Unlock()
 		w.closeErr = errors.Join(errs...)
+		if !errors.Is(w.closeErr, ErrPollBusy) {
+			w.running.Lock() // Run has returned (not when it runs this Close: it returns once the handler does)
+			w.running.Unlock()
+		}
 	})
 	return w.closeErr
 }
