@@ -164,32 +164,12 @@ func TestSubscription_CloseFromItsOwnHandlerUnderSubscribe_ErrorThenPollingStops
 		t.Skip("waits out Close's 5 s bound for a Poll to return")
 	}
 	c := connect(t)
-	var s *tickbus.Subscription
-	closed := make(chan error, 1)
-	var calls atomic.Int32
-	ready := make(chan struct{})
-	h := tickbus.HandlerFuncs{Messages: func([]tickbus.Message) {
-		<-ready
-		if calls.Add(1) == 1 {
-			closed <- s.Close()
-		}
-	}}
-	s, p := subscribedPair(t, c, "closeselfrun", h)
-	close(ready)
+	sc := newSelfCloser()
+	s, p := subscribedPair(t, c, "closeselfrun", tickbus.HandlerFuncs{Messages: func([]tickbus.Message) { sc.handle() }})
+	sc.start(s.Close)
 	_, err := p.Publish(1, []byte("x"))
 	require.NoError(t, err)
-	select {
-	case err := <-closed:
-		require.ErrorIs(t, err, tickbus.ErrPollBusy)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Close from the handler under Subscribe's poller hung")
-	}
-	select {
-	case <-s.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("polling did not stop once the handler returned")
-	}
-	assert.Equal(t, int32(1), calls.Load(), "the handler is not called after its Close")
+	sc.check(t, s.Done())
 }
 
 // A pattern subscription's handler that closes it, under its own poller:
@@ -200,19 +180,10 @@ func TestPatternSubscription_CloseFromItsOwnHandler_ErrorThenPollingStops(t *tes
 		t.Skip("waits out Close's 5 s bound for a Poll to return")
 	}
 	c := connect(t)
-	var ps *tickbus.PatternSubscription
-	closed := make(chan error, 1)
-	var calls atomic.Int32
-	ready := make(chan struct{})
-	h := tickbus.TopicHandlerFuncs{Messages: func(string, []tickbus.Message) {
-		<-ready
-		if calls.Add(1) == 1 {
-			closed <- ps.Close()
-		}
-	}}
-	ps, err := c.SubscribePattern("pat.*", h)
+	sc := newSelfCloser()
+	ps, err := c.SubscribePattern("pat.*", tickbus.TopicHandlerFuncs{Messages: func(string, []tickbus.Message) { sc.handle() }})
 	require.NoError(t, err)
-	close(ready)
+	sc.start(ps.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	a, err := c.Publisher("pat.a")
@@ -223,16 +194,50 @@ func TestPatternSubscription_CloseFromItsOwnHandler_ErrorThenPollingStops(t *tes
 	require.NoError(t, b.WaitSubscribers(ctx, 1))
 	_, err = a.Publish(1, []byte("x"))
 	require.NoError(t, err)
+	sc.check(t, ps.Done())
+}
+
+// selfCloser is a handler's own Close under its poller: the first
+// delivery calls it (once start has named it), and check looks at what it
+// gave.
+type selfCloser struct {
+	close  func() error
+	ready  chan struct{}
+	closed chan error
+	calls  atomic.Int32
+}
+
+func newSelfCloser() *selfCloser {
+	return &selfCloser{ready: make(chan struct{}), closed: make(chan error, 1)}
+}
+
+// start names the Close the handler calls; deliveries wait for it.
+func (c *selfCloser) start(f func() error) {
+	c.close = f
+	close(c.ready)
+}
+
+func (c *selfCloser) handle() {
+	<-c.ready
+	if c.calls.Add(1) == 1 {
+		c.closed <- c.close()
+	}
+}
+
+// check: ErrPollBusy (not a hang), polling stopped (done) once the handler
+// returned, and the handler called once.
+func (c *selfCloser) check(t *testing.T, done <-chan struct{}) {
+	t.Helper()
 	select {
-	case err := <-closed:
+	case err := <-c.closed:
 		require.ErrorIs(t, err, tickbus.ErrPollBusy)
 	case <-time.After(30 * time.Second):
-		t.Fatal("Close from the handler under the pattern's poller hung")
+		t.Fatal("Close from the handler under its poller hung")
 	}
 	select {
-	case <-ps.Done():
+	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("polling did not stop once the handler returned")
 	}
-	assert.Equal(t, int32(1), calls.Load(), "the handler is not called after its Close")
+	assert.Equal(t, int32(1), c.calls.Load(), "the handler is not called after its Close")
 }
