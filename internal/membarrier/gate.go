@@ -64,6 +64,9 @@ func (g *Gate) Leave() { StoreRelease(&g.busy, 0) }
 func (g *Gate) Shut(wait time.Duration) bool {
 	g.shut.Store(true)
 	if g.weak {
+		// weak only where Available found the barrier working: it then
+		// fails only for a bad command or an unregistered process,
+		// neither of which can happen here, so its result is not looked at.
 		Fence()
 	}
 	if atomic.LoadUint64(&g.busy) == 0 {
