@@ -8,11 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tickbus/tickbus/internal/membarrier"
-
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/internal/membarrier"
 	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"

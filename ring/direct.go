@@ -24,7 +24,7 @@ import (
 //     copied from the caller's bytes (Publish, PublishBatch; the staging
 //     image only where the generic path staged the tick), then a release
 //     store of the stamp (stampStore: a plain MOV on amd64,
-//     solostore_amd64.go): the order the shm provider keeps for the same
+//     membarrier.StoreRelease): the order the shm provider keeps for the same
 //     WRITEs.
 //
 // A mapping stays valid until the writer releases it, whatever the peer or

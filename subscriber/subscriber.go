@@ -3,13 +3,13 @@ package subscriber
 import (
 	"context"
 	"fmt"
-	"github.com/tickbus/tickbus/internal/membarrier"
 	"sync"
 	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
 	"github.com/tickbus/tickbus/bus"
+	"github.com/tickbus/tickbus/internal/membarrier"
 	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"

@@ -43,19 +43,19 @@ func (g *Gate) Init() { g.weak = Available() }
 // that touches what Close releases, and do not Leave).
 func (g *Gate) Enter() bool {
 	if g.weak {
-		plainStore(&g.busy, 1)
+		StoreRelease(&g.busy, 1)
 	} else {
 		atomic.StoreUint64(&g.busy, 1)
 	}
 	if g.shut.Load() {
-		plainStore(&g.busy, 0)
+		StoreRelease(&g.busy, 0)
 		return false
 	}
 	return true
 }
 
 // Leave ends the section Enter started.
-func (g *Gate) Leave() { plainStore(&g.busy, 0) }
+func (g *Gate) Leave() { StoreRelease(&g.busy, 0) }
 
 // Shut refuses every later Enter and waits up to wait for a section under
 // way to Leave: true when none runs (nor will), false when one still did
@@ -64,6 +64,9 @@ func (g *Gate) Leave() { plainStore(&g.busy, 0) }
 func (g *Gate) Shut(wait time.Duration) bool {
 	g.shut.Store(true)
 	if g.weak {
+		// weak only where Available found the barrier working: it then
+		// fails only for a bad command or an unregistered process,
+		// neither of which can happen here, so its result is not looked at.
 		Fence()
 	}
 	if atomic.LoadUint64(&g.busy) == 0 {

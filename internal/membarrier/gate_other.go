@@ -1,9 +1,0 @@
-//go:build !amd64 || race
-
-package membarrier
-
-import "sync/atomic"
-
-// plainStore: sync/atomic's store where a plain one is not a release
-// store, and under the race detector, which sees no plain store's order.
-func plainStore(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
