@@ -50,6 +50,9 @@ type Reader struct {
 	// lastIdle is the previous idle check's clock reading, which tells.
 	scanAt, scanEnd, scanFor uint64
 	lastIdle                 int64
+	// below, if set, watches the sequences under a held reader's start
+	// for ticks that land late (WatchBelow, below.go).
+	below *below
 
 	// ReadInto's handler, preallocated.
 	into intoHandler
@@ -121,7 +124,9 @@ type readerStats struct {
 	torn      atomic.Uint64
 	epoch     atomic.Uint64
 	untrusted atomic.Uint64
-	_         [LineSize]byte
+	// belowStart: the watch's (below.go), not part of the invariant
+	belowStart atomic.Uint64
+	_          [LineSize]byte
 }
 
 // ReaderStats are a reader's counters, in sequences. Delivered + Gap +
@@ -146,6 +151,11 @@ type ReaderStats struct {
 	// Untrusted counts stamps ahead of the reader that failed their header
 	// check or the bound (never acted on; see epoch.go).
 	Untrusted uint64
+	// BelowStart counts ticks that landed below the start StartAt moved
+	// the reader to, after it did (WatchBelow): claimed before the start,
+	// still in flight when it was chosen. Never delivered, and outside
+	// the invariant above (they are below Start).
+	BelowStart uint64
 }
 
 func newReader(mem []byte, cfg *RingConfig) *Reader {
@@ -194,6 +204,7 @@ func (r *Reader) Stats() ReaderStats {
 		Torn:         r.stats.torn.Load(),
 		Epoch:        r.stats.epoch.Load(),
 		Untrusted:    r.stats.untrusted.Load(),
+		BelowStart:   r.stats.belowStart.Load(),
 	}
 }
 
@@ -573,6 +584,9 @@ func (r *Reader) idleCheck(h Handler) int {
 			r.creditAt = now
 			r.sendCredits(true)
 		}
+	}
+	if r.below != nil {
+		r.watchBelow(monoNs())
 	}
 	if r.gapTimeout <= 0 {
 		return 0

@@ -24,7 +24,10 @@
 // never going to be written into it and are counted in
 // Counters.BeforeJoin, not reported as gaps. A ring still empty JoinGrace
 // after a connect is restarted at the counter once more (what it passes
-// over is counted the same way).
+// over is counted the same way). A tick claimed below the start but still
+// on its way when the start was chosen, landing after it, is counted in
+// BeforeJoin too (the reader watches below its start for 10 s:
+// ring.Reader.WatchBelow).
 //
 // Providers: each publisher comes over the provider its node picks for
 // this one (bus.Node.ProviderFor: shm on the same host id, tcp across

@@ -28,10 +28,18 @@ func (s *Subscriber) maybeStart() bool {
 	// publishers wrote into the ring while it was held: FirstWritten starts
 	// it at the first of those, so they are delivered, not passed over (a
 	// counter learnt in time is below all the ring holds).
+	//
+	// A tick claimed below that start and still on its way when it was
+	// chosen (a WRITE in flight, a publish under way as its publisher
+	// added the ring) lands below the reader: the reader watches for such
+	// ticks for belowWatch and counts them in BeforeJoin (it used to count
+	// them nowhere).
 	if v := s.startAt.Load(); v > s.reader.Next() { // pairs with the CAS in learn
-		if v = s.reader.FirstWritten(v); v > s.reader.Next() { // already there: nothing to move
+		from := s.reader.Next()
+		if v = s.reader.FirstWritten(v); v > from { // already there: nothing to move
 			if err := s.reader.StartAt(v); err == nil {
 				s.h.startedAt.Store(v)
+				s.reader.WatchBelow(from, belowWatch)
 			}
 		}
 	}
@@ -46,6 +54,12 @@ func (s *Subscriber) maybeStart() bool {
 	}
 	return true
 }
+
+// belowWatch is how long a reader moved to its start watches for ticks
+// landing below it: twice the tcp provider's default AckTimeout, after
+// which a WRITE still unanswered has failed its queue pair (shm lands at
+// once).
+const belowWatch = 10 * time.Second
 
 // learnWait bounds learnStart inside accept: the publisher's connect waits
 // for its reply.

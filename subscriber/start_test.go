@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -15,6 +16,7 @@ import (
 	"github.com/tickbus/tickbus/link"
 	"github.com/tickbus/tickbus/publisher"
 	"github.com/tickbus/tickbus/rdma"
+	"github.com/tickbus/tickbus/ring"
 	"github.com/tickbus/tickbus/tick"
 )
 
@@ -180,4 +182,46 @@ func TestJoin_HomeNeverTellsItsCounter_RingStartsAt1AfterGivingUpAndSaysSo(t *te
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { sub.Poll(); return h.n > 0 }, 10*time.Second, time.Millisecond, "the ring delivers again")
+}
+
+// landStamp stores seq as the stamp of seq's slot in s's ring: the last
+// WRITE of a tick of seq landing there.
+func landStamp(s *Subscriber, seq uint64) {
+	b := s.ring.Region().Bytes()
+	off := ring.RegionHeaderSize + int(seq&uint64(s.cfg.Slots-1))*s.cfg.SlotSize
+	(*atomic.Uint64)(unsafe.Pointer(&b[off])).Store(seq)
+}
+
+// A tick claimed below the ring's start lands after the start was chosen
+// (its publish was under way when its publisher added the ring, or its
+// WRITE in flight): the ring has passed its sequence and cannot deliver
+// it in order. It is counted in BeforeJoin, not lost in silence (it was
+// counted nowhere), and not in Lost: it was published before this ring
+// joined.
+func TestJoin_ATickLandingBelowTheStartAfterIt_IsCountedInBeforeJoin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var logs testlog.Buf
+	pub, sub, h := learnRig(t, ctx, &logs)
+	require.NoError(t, pub.WaitSubscribers(ctx, 1))
+	require.Equal(t, uint64(101), sub.startAt.Load(), "the connect learnt the home's counter")
+	payload := make([]byte, tick.Size)
+	for range 10 { // 101..110
+		_, err := pub.Publish(tick.MessageType, payload, time.Now().UnixNano())
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { sub.Poll(); return h.n >= 10 }, 10*time.Second, time.Millisecond)
+	assert.Zero(t, sub.Counters().BeforeJoin)
+
+	landStamp(sub, 100)
+	require.Eventually(t, func() bool { sub.Poll(); return sub.Counters().BeforeJoin == 1 }, 10*time.Second, time.Millisecond,
+		"the tick that landed below the start is counted")
+	for range 1000 {
+		sub.Poll()
+	}
+	c := sub.Counters()
+	assert.Equal(t, uint64(1), c.BeforeJoin, "counted once")
+	assert.Equal(t, uint64(101), c.JoinedAt)
+	assert.Equal(t, uint64(10), c.Received, "delivered out of order")
+	assert.Zero(t, c.Lost())
 }

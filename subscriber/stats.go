@@ -19,7 +19,9 @@ type Counters struct {
 	Next      uint64 // the next sequence the ring waits for
 	// JoinedAt is the first sequence delivered (0: none yet); BeforeJoin
 	// the sequences lost while the ring was joining a publisher (see
-	// recHandler): published before that publisher wrote into this ring.
+	// recHandler): published before that publisher wrote into this ring,
+	// or landed below the ring's start after it was chosen
+	// (ring.ReaderStats.BelowStart).
 	JoinedAt   uint64
 	BeforeJoin uint64
 	// StartedAt is where the ring started when it joined a running topic
@@ -78,7 +80,7 @@ func (s *Subscriber) Counters() Counters {
 	return Counters{Received: st.Delivered, Gaps: st.Gap - jg - lg, Overruns: st.Overrun - jo - lo, Skips: st.Skip,
 		Join: lg + lo + s.tailJoin.Load(), Epoch: st.Epoch - je + s.tailEpoch.Load(), Credits: int(s.credits.Load()), JournalEpoch: s.journalAt.Load(),
 		Corrupt: st.Corrupt, Recovered: st.Recovered, Next: st.Next,
-		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo + je + s.h.joinSkipped.Load(), StartedAt: s.h.startedAt.Load(),
+		JoinedAt: s.h.joinedAt.Load(), BeforeJoin: jg + jo + je + s.h.joinSkipped.Load() + st.BelowStart, StartedAt: s.h.startedAt.Load(),
 		Rate: math.Float64frombits(s.rate.Load()), Undelivered: s.undelivered.Load(), Tail: s.tail.Load(),
 		TailUnknown: s.tailUnknown.Load()}
 }
