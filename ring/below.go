@@ -7,7 +7,8 @@ import "time"
 type below struct {
 	from, to uint64   // the window: sequences from..to-1, one ring at most
 	at       uint64   // the next one to look at
-	until    int64    // monoNs after which the watch ends (after one last look)
+	until    int64    // monoNs after which the watch ends, after one last look
+	left     uint64   // slots the last look has still to read (0: not begun)
 	seen     []uint64 // bit s-from: s landed and was counted
 }
 
@@ -24,7 +25,8 @@ const belowChunk = 256
 // writer's WRITE in flight, a publish under way when it added the ring):
 // the reader has passed its sequence and cannot deliver it in order, so
 // it is counted (ReaderStats.BelowStart), not lost in silence. It looks on
-// the idle path, belowChunk stamps per idle check, and once more after d;
+// the idle path, belowChunk stamps per idle check, and over the whole
+// window once more after d;
 // a tick whose slot a later lap reused before the reader looked is not
 // seen. Call it from the polling goroutine, after StartAt; a later call
 // replaces the watch; from at or above the start, or d of 0, ends it.
@@ -40,14 +42,22 @@ func (r *Reader) WatchBelow(from uint64, d time.Duration) {
 	r.below = &below{from: from, to: to, at: from, until: monoNs() + int64(d), seen: make([]uint64, (to-from+63)/64)}
 }
 
-// watchBelow reads the next chunk of the watch's window (the whole of it
-// once the watch is due to end, then ends it) and counts what landed.
+// watchBelow reads the next chunk of the watch's window and counts what
+// landed. Once the watch is due to end it reads the whole window once
+// more, chunk by chunk (a ring of millions of slots is no stall for the
+// poll loop), then ends.
 func (r *Reader) watchBelow(now int64) {
 	b := r.below
-	last := now >= b.until
+	if b.left == 0 && now >= b.until {
+		b.left = b.to - b.from
+	}
 	n := uint64(belowChunk)
-	if last {
-		n = b.to - b.from
+	if b.left != 0 {
+		n = min(n, b.left)
+		b.left -= n
+		if b.left == 0 {
+			r.below = nil // after this chunk
+		}
 	}
 	for ; n > 0; n-- {
 		s := b.at
@@ -64,8 +74,5 @@ func (r *Reader) watchBelow(now int64) {
 			b.seen[i/64] |= 1 << (i % 64)
 			r.stats.belowStart.Add(1)
 		}
-	}
-	if last {
-		r.below = nil
 	}
 }

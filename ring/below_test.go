@@ -87,3 +87,26 @@ func TestReader_WatchBelow_WindowIsAtMostOneRing(t *testing.T) {
 	r.WatchBelow(95, 0)
 	assert.Nil(t, r.below, "no time to watch")
 }
+
+// The last look over a window of a big ring is spread over idle checks,
+// belowChunk stamps each, as the watch's earlier looks are: no stall of
+// thousands of loads in one poll. It still reads the whole window.
+func TestReader_WatchBelow_LastLookIsChunked(t *testing.T) {
+	const slots = 1024
+	mem := make([]byte, regionSize(slots, 128))
+	r := newReader(mem, &RingConfig{Slots: slots, SlotSize: 128, Mode: Lossy, Start: 1, MaxBatch: 4})
+	require.NoError(t, r.StartAt(1001))
+	r.WatchBelow(1, time.Hour)
+	r.below.until = 0 // due: the last look begins
+	r.below.at = 500  // where the earlier looks had got to
+	var c collector
+	stampAt(r.slots, 499*128).Store(499) // just behind the look: read last
+	checks := 0
+	for r.below != nil {
+		idleCheckAt(r, &c, time.Second)
+		checks++
+		require.LessOrEqual(t, checks, 10, "the last look never ends")
+	}
+	assert.Equal(t, (1000+belowChunk-1)/belowChunk, checks, "idle checks of the last look")
+	assert.Equal(t, uint64(1), r.Stats().BelowStart, "the last look missed the window's end")
+}
