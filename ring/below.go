@@ -26,10 +26,10 @@ const belowChunk = 256
 // the reader has passed its sequence and cannot deliver it in order, so
 // it is counted (ReaderStats.BelowStart), not lost in silence. It looks on
 // the idle path, belowChunk stamps per idle check, and over the whole
-// window once more after d;
-// a tick whose slot a later lap reused before the reader looked is not
-// seen. Call it from the polling goroutine, after StartAt; a later call
-// replaces the watch; from at or above the start, or d of 0, ends it.
+// window once more after d; a tick whose slot a later lap reused before
+// the reader looked is not seen. Call it from the polling goroutine,
+// after StartAt; a later call replaces the watch; from at or above the
+// start, or d of 0, ends it.
 func (r *Reader) WatchBelow(from uint64, d time.Duration) {
 	to := r.next
 	if from >= to || d <= 0 {
