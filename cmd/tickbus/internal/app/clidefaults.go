@@ -99,13 +99,6 @@ func (r cliDefaults) run(ctx context.Context, stderr io.Writer) (res cliDefaults
 	if err != nil {
 		return res, err
 	}
-	sub1, err1 := processCPU(pid)
-	pub1, err2 := processCPU(pub.cmd.Process.Pid)
-	el := time.Since(t0)
-	if err := errors.Join(err1, err2); err != nil {
-		return res, err
-	}
-	res.SubBusy, res.PubBusy = share(sub1-sub0, el), share(pub1-pub0, el)
 	var ps pubSummary
 	if err := remarshal(m, &ps); err != nil {
 		return res, err
@@ -114,10 +107,22 @@ func (r cliDefaults) run(ctx context.Context, stderr io.Writer) (res cliDefaults
 		return res, fmt.Errorf("publisher: %s", ps.Error)
 	}
 	res.Published = ps.Published
+	// The publisher exits right after its summary, and its reader reaps
+	// it: its /proc entry may be gone already. Its CPU at the end is its
+	// exit's rusage, taken once it has exited; the subscriber's is read
+	// then too, so both share one window.
 	pubExited = true
 	if err := <-pub.done; err != nil {
 		return res, fmt.Errorf("publisher exited: %w", err)
 	}
+	sub1, err := processCPU(pid)
+	el := time.Since(t0)
+	if err != nil {
+		return res, err
+	}
+	ru := pub.cmd.ProcessState
+	pub1 := ru.UserTime() + ru.SystemTime()
+	res.SubBusy, res.PubBusy = share(sub1-sub0, el), share(pub1-pub0, el)
 	drainStats(sub, &res)
 	if res.SubIdleAfter, err = cpuShare(ctx, pid, cliSettle, r.IdleFor); err != nil {
 		return res, err
