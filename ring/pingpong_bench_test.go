@@ -187,3 +187,41 @@ func (e *echoHandler) OnTicks(ts []Tick) {
 }
 
 func (e *echoHandler) OnEvent(Event) {}
+
+// BenchmarkPublish_AfterIdle is one Publish into a lossy ring with no
+// reader, after the publishing thread spun on the clock for every since
+// the last one: the writer's own cost after an idle gap, with no other
+// core touching anything it uses. BenchmarkPingPong's round trip grows
+// with its period (every=1ms against every=0s); this tells how much of
+// that is the Publish call alone. Per writer path (forPaths' three);
+// p50-ns and p90-ns are the call's, timed one by one.
+func BenchmarkPublish_AfterIdle(b *testing.B) {
+	for _, every := range []time.Duration{0, 50 * time.Microsecond, time.Millisecond} {
+		for _, p := range writerPaths {
+			b.Run("every="+every.String()+"/"+p.name, func(b *testing.B) {
+				wc := p.wc
+				wc.Timeout = 10 * time.Second
+				tp, _ := benchTopoSlot(b, 0, Lossy, 1<<12, 96, wc)
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				payload := make([]byte, 64)
+				hist := hdrhistogram.New(1, int64(time.Second), 3)
+				b.ReportAllocs()
+				b.ResetTimer()
+				next := monoNs()
+				for i := 0; i < b.N; i++ {
+					for next += int64(every); monoNs() < next; {
+					}
+					t0 := monoNs()
+					if _, err := tp.w.Publish(1, payload, t0); err != nil {
+						b.Fatal(err)
+					}
+					_ = hist.RecordValue(monoNs() - t0)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(hist.ValueAtQuantile(50)), "p50-ns")
+				b.ReportMetric(float64(hist.ValueAtQuantile(90)), "p90-ns")
+			})
+		}
+	}
+}
