@@ -574,24 +574,24 @@ func (r *Reader) idleCheck(h Handler) int {
 	if r.idle&63 != 0 {
 		return 0
 	}
+	now := monoNs() // one clock read for the whole check
 	if cl := *r.credits.Load(); len(cl) > 0 {
 		// The position since the last credit WRITE, and new credits: at
 		// most once per creditIdle. Every 64 empty polls, as before, was a
 		// credit WRITE every few ticks of a paced feed (4,300 a second at
 		// 20,000 ticks/s over tcp, each waking the publisher's responder);
 		// a writer short of room READs the ring's head meanwhile.
-		if now := monoNs(); now-r.creditAt >= creditIdle {
+		if now-r.creditAt >= creditIdle {
 			r.creditAt = now
 			r.sendCredits(true)
 		}
 	}
 	if r.below != nil {
-		r.watchBelow(monoNs())
+		r.watchBelow(now)
 	}
 	if r.gapTimeout <= 0 {
 		return 0
 	}
-	now := monoNs()
 	spread := now-r.lastIdle < scanSpread
 	r.lastIdle = now
 	if r.gapSince == 0 || r.gapFrom != r.next {

@@ -222,6 +222,6 @@ func TestJoin_ATickLandingBelowTheStartAfterIt_IsCountedInBeforeJoin(t *testing.
 	c := sub.Counters()
 	assert.Equal(t, uint64(1), c.BeforeJoin, "counted once")
 	assert.Equal(t, uint64(101), c.JoinedAt)
-	assert.Equal(t, uint64(10), c.Received, "delivered out of order")
+	assert.Equal(t, uint64(10), c.Received, "only the ten ticks from the start on are delivered")
 	assert.Zero(t, c.Lost())
 }
