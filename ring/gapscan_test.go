@@ -62,6 +62,39 @@ func TestReader_GapScan_SpreadsOverAFastLoopsIdleChecks(t *testing.T) {
 	assert.Equal(t, uint64(3000), rd.Stats().Gap)
 }
 
+// A yielding loop between the ticks of a 20 k/s feed has its idle checks
+// some 64 µs apart: its scan is spread too (it was read whole in one idle
+// check, which a tick then waited for), in chunks that end it within its
+// cadence, a gap timeout / 8.
+func TestReader_GapScan_EndsWithinItsCadenceInAYieldingLoop(t *testing.T) {
+	rd := holeRig(t) // gap timeout 30 ms: cadence 3.75 ms, 58 checks 64 µs apart
+	var c collector
+	const every = 64 * time.Microsecond
+	idleCheckAt(rd, &c, every)
+	require.NotZero(t, rd.scanEnd, "the whole scan in one idle check")
+	first := rd.scanAt - 2
+	assert.Greater(t, first, uint64(scanChunk), "a chunk too small to end within the cadence")
+	assert.Less(t, first, uint64(200), "a chunk much larger than the cadence needs")
+	checks := 1
+	for rd.scanEnd != 0 && checks < 1000 {
+		idleCheckAt(rd, &c, every)
+		checks++
+	}
+	assert.LessOrEqual(t, checks, int((30*time.Millisecond/8)/every), "idle checks to reach sequence 3001")
+	assert.Equal(t, uint64(3001), rd.gapLimit, "the scan's find")
+	assert.NotZero(t, rd.gapSince)
+}
+
+func TestReader_ScanLimit(t *testing.T) {
+	r := &Reader{gapTimeout: int64(80 * time.Millisecond), mask: 1<<18 - 1} // cadence 10 ms
+	assert.Equal(t, uint64(scanChunk), r.scanLimit(0), "no interval yet")
+	assert.Equal(t, uint64(scanChunk), r.scanLimit(int64(time.Microsecond)), "a spinning loop")
+	assert.Equal(t, uint64(1<<18-1)/100+1, r.scanLimit(int64(100*time.Microsecond)), "100 checks per cadence")
+	assert.Equal(t, ^uint64(0), r.scanLimit(int64(10*time.Millisecond)), "a parking loop")
+	r.mask = 1<<12 - 1
+	assert.Equal(t, uint64(scanChunk), r.scanLimit(int64(100*time.Microsecond)), "a small ring: the least chunk")
+}
+
 // A loop whose idle checks are far apart (it parks between polls) scans
 // the ring in one idle check, so its gap detection is not slowed by a
 // scan spread over many of them.

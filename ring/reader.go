@@ -45,9 +45,9 @@ type Reader struct {
 	gapSince   int64
 	lastScan   int64
 	// A scan for later sequences under way (scanEnd != 0): the next slot
-	// to look at, the end, and the next it was begun for. A spinning
-	// loop's scan is spread over idle checks, scanChunk slots each;
-	// lastIdle is the previous idle check's clock reading, which tells.
+	// to look at, the end, and the next it was begun for. The scan is
+	// spread over the idle checks its cadence holds (scanStep); lastIdle
+	// is the previous idle check's clock reading, which tells how many.
 	scanAt, scanEnd, scanFor uint64
 	lastIdle                 int64
 	// below, if set, watches the sequences under a held reader's start
@@ -592,7 +592,7 @@ func (r *Reader) idleCheck(h Handler) int {
 	if r.gapTimeout <= 0 {
 		return 0
 	}
-	spread := now-r.lastIdle < scanSpread
+	interval := now - r.lastIdle
 	r.lastIdle = now
 	if r.gapSince == 0 || r.gapFrom != r.next {
 		if r.next < r.gapHorizon && (r.epochAbove(r.next) <= r.next) {
@@ -617,7 +617,7 @@ func (r *Reader) idleCheck(h Handler) int {
 			r.lastScan = now
 			r.scanFor, r.scanAt, r.scanEnd = r.next, r.next+1, r.next+1+min(uint64(gapScan), r.mask)
 		}
-		limit, done := r.scanStep(spread)
+		limit, done := r.scanStep(interval)
 		if !done {
 			return 0
 		}
@@ -736,17 +736,13 @@ func (r *Reader) present(seq uint64) bool {
 
 // scanStep goes on with the scan under way: the first sequence from
 // scanAt to scanEnd whose slot is written, or 0, and done once the scan
-// found one or reached its end. With spread (a loop that polls fast) it
-// looks at scanChunk slots at most and leaves the rest to the next idle
-// checks: a whole ring's stamps take some 40 µs to read here (4096 slots),
-// which a tick arriving during the scan would wait, once per gap timeout
-// / 8 (p99.9 of a 20 k/s feed), where a chunk takes under a µs; a slower
-// loop (parks between polls) scans at once, so the gap timeout's reach
-// stays what it was.
-func (r *Reader) scanStep(spread bool) (uint64, bool) {
+// found one or reached its end. It reads scanLimit(interval) stamps at
+// most and leaves the rest to the next idle checks, so a tick arriving
+// during the scan waits for a chunk, not a ring.
+func (r *Reader) scanStep(interval int64) (uint64, bool) {
 	end := r.scanEnd
-	if spread && end-r.scanAt > scanChunk {
-		end = r.scanAt + scanChunk
+	if n := r.scanLimit(interval); end-r.scanAt > n {
+		end = r.scanAt + n
 	}
 	for s := r.scanAt; s < end; s++ {
 		if r.present(s) {
@@ -757,16 +753,37 @@ func (r *Reader) scanStep(spread bool) (uint64, bool) {
 	return 0, end == r.scanEnd
 }
 
-const (
-	// scanChunk is how many stamps one idle check of a fast loop reads.
-	scanChunk = 64
-	// scanSpread: idle checks closer than this (64 empty polls in under
-	// 50 µs: a spinning or yielding loop) spread a scan.
-	scanSpread = int64(50 * time.Microsecond)
-	// creditIdle is how often at most an idle reader writes its position
-	// to the writers' credit cells (idleCheck).
-	creditIdle = int64(time.Millisecond)
-)
+// scanLimit is how many stamps one idle check reads when idle checks
+// come interval apart: enough that a whole scan ends within its cadence
+// (gap timeout / 8), so the gap timeout's reach stays what it was, and
+// no fewer than scanChunk. A loop whose idle checks are further apart
+// than the cadence (it parks between polls) scans at once.
+//
+// A whole ring's stamps take some 40 µs to read here at 4096 slots, 1.8
+// ms at 262,144. The rule before this one scanned at once whenever two
+// idle checks were 50 µs apart, which a yielding loop's 64 empty polls
+// reach between the ticks of a 20 k/s feed: a tick arriving then waited
+// for the whole scan, once per cadence (12.5 ms by default), and a
+// subscriber's p99 grew with its ring.
+func (r *Reader) scanLimit(interval int64) uint64 {
+	cadence := r.gapTimeout / 8
+	if interval >= cadence {
+		return ^uint64(0)
+	}
+	if interval <= 0 {
+		return scanChunk
+	}
+	checks := uint64(cadence / interval) // idle checks within one cadence, ≥ 1
+	return max(scanChunk, min(uint64(gapScan), r.mask)/checks+1)
+}
+
+// scanChunk is the fewest stamps one idle check reads while a scan is
+// under way (under a µs here).
+const scanChunk = 64
+
+// creditIdle is how often at most an idle reader writes its position to
+// the writers' credit cells (idleCheck).
+const creditIdle = int64(time.Millisecond)
 
 // monoNs is the runtime's monotonic clock in ns (CLOCK_MONOTONIC through the
 // vDSO; idle paths and the lease's slow path only): one clock read, where
