@@ -28,8 +28,9 @@ type chanPipe struct {
 	size   int
 }
 
-func newChanPipe(size, batch int) *chanPipe {
-	capacity := max(4, floorSlots/batch)
+// newChanPipe holds up to slots messages in flight (at least 4 frames).
+func newChanPipe(size, batch, slots int) *chanPipe {
+	capacity := max(4, slots/batch)
 	frames := capacity + 2
 	return &chanPipe{ch: make(chan frame, capacity), pool: make([]byte, frames*batch*size), frames: frames, fsize: batch * size, size: size}
 }
@@ -126,7 +127,7 @@ func (c *chanCase) throughput(ctx context.Context, cfg Config, batch int) (phase
 // run drives the publisher and subscriber loops in two goroutines, each
 // pinned to its own CPU if configured.
 func (c *chanCase) run(_ context.Context, cfg Config, mode string, batch int, d time.Duration) (phase, error) {
-	a, b := newChanPipe(cfg.Size, batch), newChanPipe(cfg.Size, 1)
+	a, b := newChanPipe(cfg.Size, batch, cfg.RingSlots), newChanPipe(cfg.Size, 1, cfg.RingSlots)
 	newIdle := func() rdma.IdleStrategy { s, _ := rdma.ParseIdle(cfg.Idle); return s }
 	tx := &chanTx{p: a, filler: make([]byte, cfg.Size-MinSize), codec: newCodec(), idle: newIdle()}
 	rx := &chanRx{p: a, scratch: make([]byte, cfg.Size), codec: newCodec(), idle: newIdle()}

@@ -71,6 +71,12 @@ type Config struct {
 	// publisher waits for room, as the chan and floor cases do) or "lossy"
 	// (the publisher never waits; overruns show as lost).
 	RingMode string `yaml:"ring-mode"`
+	// RingSlots is the ring size of the shm cases, in slots (a power of
+	// two): each tickbus subscriber's ring, the floor's ring and the chan
+	// case's capacity in messages. A ring larger than the cores' caches
+	// moves more per second between processes, as Aeron's 16 MiB terms
+	// do: the publisher then writes lines no reader still holds.
+	RingSlots int `yaml:"ring-slots"`
 	// Claim is how tickbus publishers claim sequences: "cas" or "faa".
 	Claim string `yaml:"claim"`
 	// PingPong measures round trips (publisher to subscriber and back on a
@@ -93,6 +99,19 @@ type Config struct {
 	Logger zerolog.Logger `yaml:"-"`
 }
 
+// DefaultRingSlots is the ring size of a tickbus subscription's default
+// (tickbus.WithRing): the bench measures what a user gets.
+const DefaultRingSlots = 4096
+
+// minRingSlots keeps a whole batch of the largest size in one ring;
+// maxRingSlots (ring.MaxSlots) bounds the region.
+const (
+	minRingSlots = 4096
+	maxRingSlots = ring.MaxSlots
+)
+
+func validRingSlots(n int) bool { return n >= minRingSlots && n <= maxRingSlots && n&(n-1) == 0 }
+
 // MinSize is the smallest message: a sequence and a tick.
 const MinSize = 8 + tick.Size
 
@@ -112,6 +131,7 @@ func DefaultConfig() Config {
 		Batch:              64,
 		Idle:               "yield",
 		RingMode:           "reliable",
+		RingSlots:          DefaultRingSlots,
 		Claim:              "cas",
 		Scaling:            true,
 		Logger:             zerolog.Nop(),
@@ -154,6 +174,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.Idle, "idle", c.Idle, "idle strategy of poll and pacing loops: spin, yield or backoff")
 	fs.StringVar(&c.RingMode, "ring-mode", c.RingMode, "tickbus subscriber rings: reliable (publisher waits for room) or lossy (overruns are counted as lost)")
+	fs.IntVar(&c.RingSlots, "ring-slots", c.RingSlots, "slots per ring of the tickbus subscribers, the floor and the chan case (a power of two)")
 	fs.StringVar(&c.Claim, "claim", c.Claim, "tickbus sequence claim: cas or faa")
 	fs.BoolVar(&c.PingPong, "pingpong", c.PingPong, "measure round trips (to the subscriber and back on a second topic)")
 	fs.BoolVar(&c.Scaling, "scaling", c.Scaling, "run tickbus-shm fan-out (1,2,4,8 subs) and contention (1,2,4 pubs)")
@@ -179,6 +200,8 @@ func (c Config) Validate() error {
 		return bad("size", c.Size, fmt.Sprintf("%d..%d bytes", MinSize, MaxSize))
 	case c.Batch < 1 || c.Batch > 4096:
 		return bad("batch", c.Batch, "1..4096")
+	case !validRingSlots(c.RingSlots):
+		return bad("ring-slots", c.RingSlots, fmt.Sprintf("a power of two in %d..%d", minRingSlots, maxRingSlots))
 	}
 	for _, name := range c.Cases {
 		if !knownCase(name) {

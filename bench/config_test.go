@@ -21,7 +21,7 @@ func TestConfig_RegisterFlags_ParsesEveryFlag(t *testing.T) {
 	cfg.RegisterFlags(fs)
 	require.NoError(t, fs.Parse([]string{
 		"--duration", "2s", "--tp-duration", "300ms", "--rate", "5000", "--size", "128", "--batch", "32",
-		"--cases", "nats, floor", "--ring-mode", "lossy", "--claim", "faa", "--cpus", "0,1", "--idle", "yield", "--pingpong", "--scaling=false",
+		"--cases", "nats, floor", "--ring-mode", "lossy", "--ring-slots", "65536", "--claim", "faa", "--cpus", "0,1", "--idle", "yield", "--pingpong", "--scaling=false",
 		"--quick", "--json", "r.json", "--out", "dir",
 	}))
 	assert.Equal(t, 2*time.Second, cfg.Duration)
@@ -34,6 +34,7 @@ func TestConfig_RegisterFlags_ParsesEveryFlag(t *testing.T) {
 	assert.Equal(t, []int{0, 1}, cfg.CPUs)
 	assert.Equal(t, "yield", cfg.Idle)
 	assert.Equal(t, "lossy", cfg.RingMode)
+	assert.Equal(t, 65536, cfg.RingSlots)
 	assert.Equal(t, "faa", cfg.Claim)
 	assert.True(t, cfg.PingPong)
 	assert.False(t, cfg.Scaling)
@@ -62,6 +63,7 @@ func TestConfig_Validate_NamesTheBadKey(t *testing.T) {
 		"cpus":        func(c *Config) { c.CPUs = []int{-1} },
 		"idle":        func(c *Config) { c.Idle = "nap" },
 		"ring-mode":   func(c *Config) { c.RingMode = "sometimes" },
+		"ring-slots":  func(c *Config) { c.RingSlots = 5000 },
 		"claim":       func(c *Config) { c.Claim = "grab" },
 	} {
 		cfg := DefaultConfig()
@@ -99,7 +101,7 @@ func TestRun_BadConfig_FailsAndWritesNothing(t *testing.T) {
 
 func TestConfig_YAMLKeysAreTheFlagNames(t *testing.T) {
 	cfg := DefaultConfig()
-	dec := yaml.NewDecoder(strings.NewReader("duration: 2s\ntp-duration: 300ms\nrate: 5000\ncases: [nats, chan]\ncpus: [0, 1]\nring-mode: lossy\nclaim: faa\npingpong: true\npprof: true\nout: d\n"))
+	dec := yaml.NewDecoder(strings.NewReader("duration: 2s\ntp-duration: 300ms\nrate: 5000\ncases: [nats, chan]\ncpus: [0, 1]\nring-mode: lossy\nring-slots: 262144\nclaim: faa\npingpong: true\npprof: true\nout: d\n"))
 	dec.KnownFields(true)
 	require.NoError(t, dec.Decode(&cfg))
 	assert.Equal(t, 2*time.Second, cfg.Duration)
@@ -108,6 +110,7 @@ func TestConfig_YAMLKeysAreTheFlagNames(t *testing.T) {
 	assert.Equal(t, []string{"nats", "chan"}, cfg.Cases)
 	assert.Equal(t, []int{0, 1}, cfg.CPUs)
 	assert.Equal(t, "lossy", cfg.RingMode)
+	assert.Equal(t, 262144, cfg.RingSlots)
 	assert.Equal(t, "faa", cfg.Claim)
 	assert.True(t, cfg.PingPong)
 	assert.True(t, cfg.Profile)
@@ -125,4 +128,17 @@ func TestConfig_ExtraCase_OnlyWhenNamed(t *testing.T) {
 	cfg.Cases = []string{CaseTickbusTCPRemoteHome, CaseTickbusTCP}
 	require.NoError(t, cfg.Validate())
 	assert.Equal(t, []string{CaseTickbusTCP, CaseTickbusTCPRemoteHome}, cfg.selected())
+}
+
+func TestConfig_Validate_RingSlots(t *testing.T) {
+	for _, n := range []int{0, -4096, 2048, 4097, 3 << 12, 1 << 25} {
+		cfg := DefaultConfig()
+		cfg.RingSlots = n
+		assert.ErrorContains(t, cfg.Validate(), "ring-slots =", n)
+	}
+	for _, n := range []int{4096, 1 << 16, 1 << 24} {
+		cfg := DefaultConfig()
+		cfg.RingSlots = n
+		assert.NoError(t, cfg.Validate(), n)
+	}
 }

@@ -21,17 +21,14 @@ import (
 //
 //	+0    head u64: subscriber's position (own 128 bytes, written by the
 //	      subscriber, read by the publisher when the ring looks full)
-//	+256  slot[pos & (floorSlots-1)], slot size = Size rounded up to 64:
+//	+256  slot[pos & (slots-1)], slot size = Size rounded up to 64:
 //	        u64 stamp = pos+1, written last (atomic store)
 //	        the tick (package tick), then filler
-const (
-	floorHeader = 256
-	floorSlots  = 4096
-)
+const floorHeader = 256
 
 func floorSlotSize(size int) int { return (size + 63) &^ 63 }
 
-func floorRegionSize(size int) int { return floorHeader + floorSlots*floorSlotSize(size) }
+func floorRegionSize(size, slots int) int { return floorHeader + slots*floorSlotSize(size) }
 
 func init() {
 	transports[CaseFloor] = transport{openTx: openFloorTx, openRx: openFloorRx}
@@ -47,6 +44,7 @@ type floorTx struct {
 	b        []byte
 	size     int
 	slotSize int
+	slots    int64
 	pos      int64
 	head     int64 // cached subscriber position
 	filler   []byte
@@ -55,25 +53,25 @@ type floorTx struct {
 }
 
 func openFloorTx(a roleArgs, topic int) (txPort, error) {
-	b, err := shmem.Map(floorFd(topic), floorRegionSize(a.size))
+	b, err := shmem.Map(floorFd(topic), floorRegionSize(a.size, a.slots))
 	if err != nil {
 		return nil, fmt.Errorf("bench: floor region %d: %w", topic, err)
 	}
 	idle, _ := rdma.ParseIdle(a.idle)
-	return newFloorTx(b, a.size, idle), nil
+	return newFloorTx(b, a.size, a.slots, idle), nil
 }
 
-// newFloorTx writes into b, a mapping of floorRegionSize(size) bytes; its
-// close unmaps b.
-func newFloorTx(b []byte, size int, idle rdma.IdleStrategy) *floorTx {
-	return &floorTx{b: b, size: size, slotSize: floorSlotSize(size), filler: make([]byte, size-MinSize), codec: newCodec(), idle: idle}
+// newFloorTx writes into b, a mapping of floorRegionSize(size, slots)
+// bytes; its close unmaps b.
+func newFloorTx(b []byte, size, slots int, idle rdma.IdleStrategy) *floorTx {
+	return &floorTx{b: b, size: size, slotSize: floorSlotSize(size), slots: int64(slots), filler: make([]byte, size-MinSize), codec: newCodec(), idle: idle}
 }
 
 func (t *floorTx) room(n int, deadline int64) error {
-	for spins := 0; t.pos+int64(n)-t.head > floorSlots; spins++ {
+	for spins := 0; t.pos+int64(n)-t.head > t.slots; spins++ {
 		// Pairs with the subscriber's store of head after it read a slot.
 		t.head = int64(atomic.LoadUint64(u64at(t.b, 0)))
-		if t.pos+int64(n)-t.head <= floorSlots {
+		if t.pos+int64(n)-t.head <= t.slots {
 			break
 		}
 		t.idle.Idle(0)
@@ -86,7 +84,7 @@ func (t *floorTx) room(n int, deadline int64) error {
 }
 
 func (t *floorTx) put(ts int64) {
-	off := floorHeader + int(t.pos&(floorSlots-1))*t.slotSize
+	off := floorHeader + int(t.pos&(t.slots-1))*t.slotSize
 	s := t.b[off : off+t.size]
 	t.codec.body(s[offTick:], t.pos, ts)
 	copy(s[MinSize:], t.filler)
@@ -127,6 +125,7 @@ type floorRx struct {
 	b         []byte
 	size      int
 	slotSize  int
+	slots     int64
 	pos       int64
 	published int64
 	scratch   []byte
@@ -135,22 +134,22 @@ type floorRx struct {
 }
 
 func openFloorRx(a roleArgs, topic int) (rxPort, error) {
-	b, err := shmem.Map(floorFd(topic), floorRegionSize(a.size))
+	b, err := shmem.Map(floorFd(topic), floorRegionSize(a.size, a.slots))
 	if err != nil {
 		return nil, fmt.Errorf("bench: floor region %d: %w", topic, err)
 	}
 	idle, _ := rdma.ParseIdle(a.idle)
-	return newFloorRx(b, a.size, idle), nil
+	return newFloorRx(b, a.size, a.slots, idle), nil
 }
 
-// newFloorRx reads from b, a mapping of floorRegionSize(size) bytes; its
-// close unmaps b.
-func newFloorRx(b []byte, size int, idle rdma.IdleStrategy) *floorRx {
-	return &floorRx{b: b, size: size, slotSize: floorSlotSize(size), scratch: make([]byte, size), codec: newCodec(), idle: idle}
+// newFloorRx reads from b, a mapping of floorRegionSize(size, slots)
+// bytes; its close unmaps b.
+func newFloorRx(b []byte, size, slots int, idle rdma.IdleStrategy) *floorRx {
+	return &floorRx{b: b, size: size, slotSize: floorSlotSize(size), slots: int64(slots), scratch: make([]byte, size), codec: newCodec(), idle: idle}
 }
 
 func (r *floorRx) next(deadline int64) (int64, int64, error) {
-	off := floorHeader + int(r.pos&(floorSlots-1))*r.slotSize
+	off := floorHeader + int(r.pos&(r.slots-1))*r.slotSize
 	s := r.b[off : off+r.size]
 	stamp := u64at(s, 0)
 	for spins := 0; ; spins++ {
@@ -199,7 +198,7 @@ type floorCase struct {
 func (c *floorCase) setup(_ context.Context, cfg Config) error {
 	c.transport = CaseFloor
 	for i := range c.regions {
-		m, err := shmem.Alloc(fmt.Sprintf("bench-floor-%d", i), floorRegionSize(cfg.Size))
+		m, err := shmem.Alloc(fmt.Sprintf("bench-floor-%d", i), floorRegionSize(cfg.Size, cfg.RingSlots))
 		if err != nil {
 			return err
 		}

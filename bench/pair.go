@@ -50,7 +50,7 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 	base := roleArgs{
 		transport: s.transport, mode: s.mode, rate: cfg.Rate, duration: s.duration,
 		size: cfg.Size, batch: s.batch, idle: cfg.Idle, url: s.url,
-		ringMode: cfg.RingMode, claim: cfg.Claim, pubs: s.pubs, subs: s.subs,
+		ringMode: cfg.RingMode, slots: cfg.RingSlots, claim: cfg.Claim, pubs: s.pubs, subs: s.subs,
 	}
 	var procs []*proc
 	defer func() {

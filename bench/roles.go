@@ -52,6 +52,7 @@ type roleArgs struct {
 	peers     int    // how many processes of the other side
 	// tickbus cases only.
 	ringMode string // lossy or reliable
+	slots    int    // ring slots (tickbus and floor)
 	claim    string // cas or faa
 	pubs     int
 	subs     int
@@ -65,7 +66,7 @@ func (a roleArgs) argv() []string {
 		"-size", fmt.Sprint(a.size), "-batch", fmt.Sprint(a.batch),
 		"-idle", a.idle, "-cpu", fmt.Sprint(a.cpu), "-url", a.url,
 		"-index", fmt.Sprint(a.index), "-peers", fmt.Sprint(a.peers),
-		"-ring-mode", a.ringMode, "-claim", a.claim, "-pubs", fmt.Sprint(a.pubs), "-subs", fmt.Sprint(a.subs),
+		"-ring-mode", a.ringMode, "-ring-slots", fmt.Sprint(a.slots), "-claim", a.claim, "-pubs", fmt.Sprint(a.pubs), "-subs", fmt.Sprint(a.subs),
 		"-pprof", a.pprof,
 	}
 }
@@ -86,6 +87,7 @@ func parseRoleArgs(args []string) (roleArgs, error) {
 	fs.IntVar(&a.index, "index", 0, "")
 	fs.IntVar(&a.peers, "peers", 1, "")
 	fs.StringVar(&a.ringMode, "ring-mode", "reliable", "")
+	fs.IntVar(&a.slots, "ring-slots", DefaultRingSlots, "")
 	fs.StringVar(&a.claim, "claim", "cas", "")
 	fs.IntVar(&a.pubs, "pubs", 1, "")
 	fs.IntVar(&a.subs, "subs", 1, "")
@@ -97,7 +99,7 @@ func parseRoleArgs(args []string) (roleArgs, error) {
 	case a.mode != modeLatency && a.mode != modeThroughput && a.mode != modePingPong:
 		return a, fmt.Errorf("%w: mode %q", ErrInvalidConfig, a.mode)
 	case a.rate < 1, a.duration <= 0, a.size < MinSize, a.size > MaxSize, a.batch < 1, a.peers < 1,
-		a.pubs < 1, a.subs < 1, a.pubs > maxPeers, a.subs > maxPeers:
+		a.pubs < 1, a.subs < 1, !validRingSlots(a.slots), a.pubs > maxPeers, a.subs > maxPeers:
 		return a, fmt.Errorf("%w: role args %q", ErrInvalidConfig, args)
 	}
 	if _, err := rdma.ParseIdle(a.idle); err != nil {

@@ -204,7 +204,7 @@ func fanOutCPU(ctx context.Context, n int) (float64, error) {
 		// The ring the cross-process runs' subscribers have (WithRing in
 		// tickbus.go; the library's default too, the CLI's config has
 		// 16384): 4096 slots of 96 bytes (tbSlotSize(64)).
-		r, err := ring.NewRing(dev, ring.RingConfig{Slots: floorSlots, SlotSize: tbSlotSize(64), Mode: ring.Lossy, CQ: tr.CQ})
+		r, err := ring.NewRing(dev, ring.RingConfig{Slots: DefaultRingSlots, SlotSize: tbSlotSize(64), Mode: ring.Lossy, CQ: tr.CQ})
 		if err != nil {
 			return 0, err
 		}

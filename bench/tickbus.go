@@ -315,7 +315,7 @@ func openTBRx(a roleArgs, topic int) (rxPort, error) {
 		r.home = home
 	}
 	opts := []tickbus.SubOption{
-		tickbus.WithManualPoll(), tickbus.WithRing(floorSlots, tbSlotSize(a.size)), tickbus.WithBatch(tbReadBatch),
+		tickbus.WithManualPoll(), tickbus.WithRing(a.slots, tbSlotSize(a.size)), tickbus.WithBatch(tbReadBatch),
 		tickbus.WithSubscriberName(fmt.Sprintf("s%d", a.index)),
 	}
 	if a.ringMode != "lossy" {

@@ -27,7 +27,7 @@ func newLoopTopo(t testing.TB, mode ring.Mode) loopTopo {
 	srv, err := tickbus.Connect(ctx, tickbus.WithLeaseTTL(tbLease))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
-	a := roleArgs{transport: CaseTickbusShm, url: srv.URL(), size: 64, batch: 64, idle: "yield", ringMode: "lossy", claim: "cas",
+	a := roleArgs{transport: CaseTickbusShm, url: srv.URL(), size: 64, batch: 64, idle: "yield", ringMode: "lossy", slots: DefaultRingSlots, claim: "cas",
 		peers: 1, duration: time.Second}
 	if mode == ring.Reliable {
 		a.ringMode = "reliable"

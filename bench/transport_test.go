@@ -14,14 +14,14 @@ import (
 // floorPair maps one floor region twice, as two processes would.
 func floorPair(t testing.TB, size int) (*floorTx, *floorRx) {
 	t.Helper()
-	m, err := shmem.Alloc("bench-test", floorRegionSize(size))
+	m, err := shmem.Alloc("bench-test", floorRegionSize(size, DefaultRingSlots))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, m.Close()) })
-	bt, err := shmem.Map(m.Fd(), floorRegionSize(size))
+	bt, err := shmem.Map(m.Fd(), floorRegionSize(size, DefaultRingSlots))
 	require.NoError(t, err)
-	br, err := shmem.Map(m.Fd(), floorRegionSize(size))
+	br, err := shmem.Map(m.Fd(), floorRegionSize(size, DefaultRingSlots))
 	require.NoError(t, err)
-	tx, rx := newFloorTx(bt, size, rdma.Yield{}), newFloorRx(br, size, rdma.Yield{})
+	tx, rx := newFloorTx(bt, size, DefaultRingSlots, rdma.Yield{}), newFloorRx(br, size, DefaultRingSlots, rdma.Yield{})
 	t.Cleanup(func() {
 		assert.NoError(t, tx.close())
 		assert.NoError(t, rx.close())
@@ -31,7 +31,7 @@ func floorPair(t testing.TB, size int) (*floorTx, *floorRx) {
 }
 
 func chanPair(size, batch int) (*chanTx, *chanRx) {
-	p := newChanPipe(size, batch)
+	p := newChanPipe(size, batch, DefaultRingSlots)
 	return &chanTx{p: p, filler: make([]byte, size-MinSize), codec: newCodec(), idle: rdma.Yield{}},
 		&chanRx{p: p, scratch: make([]byte, size), codec: newCodec(), idle: rdma.Yield{}}
 }
@@ -41,7 +41,7 @@ func chanPair(size, batch int) (*chanTx, *chanRx) {
 func checkFlood(t *testing.T, tx txPort, rx rxPort, batch int) {
 	t.Helper()
 	deadline := nanotime() + int64(20*time.Second)
-	const n = 3*floorSlots + 7 // wraps the rings several times
+	const n = 3*DefaultRingSlots + 7 // wraps the rings several times
 	errc := make(chan error, 1)
 	go func() {
 		var seq int64
@@ -70,7 +70,7 @@ func checkFlood(t *testing.T, tx txPort, rx rxPort, batch int) {
 }
 
 func TestFloor_Flood_DeliversEveryTickInOrderAcrossWraps(t *testing.T) {
-	for _, batch := range []int{1, 64, floorSlots} {
+	for _, batch := range []int{1, 64, DefaultRingSlots} {
 		tx, rx := floorPair(t, 64)
 		checkFlood(t, tx, rx, batch)
 	}
@@ -98,7 +98,7 @@ func TestFloor_Send_TimesOutWhenSubscriberStalls(t *testing.T) {
 	tx, _ := floorPair(t, 64)
 	deadline := nanotime() + int64(50*time.Millisecond)
 	var err error
-	for i := 0; i <= floorSlots && err == nil; i++ {
+	for i := 0; i <= DefaultRingSlots && err == nil; i++ {
 		err = tx.send(int64(i), 1, deadline)
 	}
 	assert.ErrorIs(t, err, ErrDeadline, "a full ring without a reader must not spin forever")
