@@ -174,8 +174,8 @@ func printHeader(w io.Writer, cfg Config) {
 	if cfg.PingPong {
 		mode = "round trip (ping-pong)"
 	}
-	fmt.Fprintf(w, "tickbus bench: %s at %d ticks/s paced for %v per case; throughput runs of %v (single, batch %d); %d-byte messages\n",
-		mode, cfg.Rate, cfg.Duration, cfg.ThroughputDuration, cfg.Batch, cfg.Size)
+	fmt.Fprintf(w, "tickbus bench: %s at %d ticks/s paced for %v per case; throughput runs of %v (single, batch %d); %d-byte messages; %s rings of %d slots\n",
+		mode, cfg.Rate, cfg.Duration, cfg.ThroughputDuration, cfg.Batch, cfg.Size, cfg.RingMode, cfg.RingSlots)
 	fmt.Fprintf(w, "machine: %d CPUs online, GOMAXPROCS %d, %s/%s, %s; idle strategy %q; each case runs alone, 2 hot threads (nats: +1 server)\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, pin, cfg.Idle)
 	fmt.Fprintln(w, "latency is measured from the intended send time (coordinated omission included); ratios are to tickbus-shm")
