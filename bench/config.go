@@ -95,6 +95,10 @@ type Config struct {
 	// Profile writes a CPU profile (pprof) of every publisher and
 	// subscriber process under Out, one file per process and run.
 	Profile bool `yaml:"pprof"`
+	// Trace writes an execution trace (runtime/trace; read it with go
+	// tool trace) of every publisher and subscriber process under Out:
+	// where each goroutine waited, and for what.
+	Trace bool `yaml:"trace"`
 	// Logger for control-path events; zerolog.Nop() if zero.
 	Logger zerolog.Logger `yaml:"-"`
 }
@@ -181,6 +185,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "short runs: the whole bench ends within 20 s (a smoke check)")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write per-case results to this JSON file")
 	fs.BoolVar(&c.Profile, "pprof", c.Profile, "write a CPU profile of every publisher and subscriber process under --out")
+	fs.BoolVar(&c.Trace, "trace", c.Trace, "write an execution trace (go tool trace) of every publisher and subscriber process under --out")
 	fs.StringVar(&c.Out, "out", c.Out, "directory for HdrHistogram logs (.hlog) and the scaling plot (.svg)")
 }
 
@@ -215,6 +220,9 @@ func (c Config) Validate() error {
 	}
 	if c.Profile && c.Out == "" {
 		return bad("pprof", c.Profile, "--out set (profiles are written there)")
+	}
+	if c.Trace && c.Out == "" {
+		return bad("trace", c.Trace, "--out set (traces are written there)")
 	}
 	if _, err := ring.ParseMode(c.RingMode); err != nil {
 		return bad("ring-mode", c.RingMode, "lossy or reliable")

@@ -64,6 +64,7 @@ func TestConfig_Validate_NamesTheBadKey(t *testing.T) {
 		"idle":        func(c *Config) { c.Idle = "nap" },
 		"ring-mode":   func(c *Config) { c.RingMode = "sometimes" },
 		"ring-slots":  func(c *Config) { c.RingSlots = 5000 },
+		"trace":       func(c *Config) { c.Trace = true }, // no --out
 		"claim":       func(c *Config) { c.Claim = "grab" },
 	} {
 		cfg := DefaultConfig()
@@ -101,7 +102,7 @@ func TestRun_BadConfig_FailsAndWritesNothing(t *testing.T) {
 
 func TestConfig_YAMLKeysAreTheFlagNames(t *testing.T) {
 	cfg := DefaultConfig()
-	dec := yaml.NewDecoder(strings.NewReader("duration: 2s\ntp-duration: 300ms\nrate: 5000\ncases: [nats, chan]\ncpus: [0, 1]\nring-mode: lossy\nring-slots: 262144\nclaim: faa\npingpong: true\npprof: true\nout: d\n"))
+	dec := yaml.NewDecoder(strings.NewReader("duration: 2s\ntp-duration: 300ms\nrate: 5000\ncases: [nats, chan]\ncpus: [0, 1]\nring-mode: lossy\nring-slots: 262144\nclaim: faa\npingpong: true\npprof: true\ntrace: true\nout: d\n"))
 	dec.KnownFields(true)
 	require.NoError(t, dec.Decode(&cfg))
 	assert.Equal(t, 2*time.Second, cfg.Duration)
@@ -114,6 +115,7 @@ func TestConfig_YAMLKeysAreTheFlagNames(t *testing.T) {
 	assert.Equal(t, "faa", cfg.Claim)
 	assert.True(t, cfg.PingPong)
 	assert.True(t, cfg.Profile)
+	assert.True(t, cfg.Trace)
 	require.NoError(t, cfg.Validate())
 
 	bad := yaml.NewDecoder(strings.NewReader("ringmode: lossy\n"))

@@ -65,7 +65,7 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 	for j := 0; j < s.subs; j++ {
 		a := base
 		a.index, a.peers, a.cpu = j, s.pubs, cpuOf(s.pubs+j)
-		a.pprof = profilePath(cfg, a, "sub")
+		a.pprof, a.trace = profilePath(cfg, a, "sub"), tracePath(cfg, a, "sub")
 		p, err := startProc(ctx, fmt.Sprintf("%s sub %d", s.transport, j), roleSub, a.argv(), s.files)
 		if err != nil {
 			return ph, err
@@ -79,7 +79,7 @@ func runPair(ctx context.Context, cfg Config, s pairSpec) (ph phase, err error) 
 	for i := 0; i < s.pubs; i++ {
 		a := base
 		a.index, a.peers, a.cpu = i, s.subs, cpuOf(i)
-		a.pprof = profilePath(cfg, a, "pub")
+		a.pprof, a.trace = profilePath(cfg, a, "pub"), tracePath(cfg, a, "pub")
 		p, err := startProc(ctx, fmt.Sprintf("%s pub %d", s.transport, i), rolePub, a.argv(), s.files)
 		if err != nil {
 			return ph, err

@@ -57,6 +57,7 @@ type roleArgs struct {
 	pubs     int
 	subs     int
 	pprof    string // CPU profile file, or none
+	trace    string // execution trace file, or none
 }
 
 func (a roleArgs) argv() []string {
@@ -67,7 +68,7 @@ func (a roleArgs) argv() []string {
 		"-idle", a.idle, "-cpu", fmt.Sprint(a.cpu), "-url", a.url,
 		"-index", fmt.Sprint(a.index), "-peers", fmt.Sprint(a.peers),
 		"-ring-mode", a.ringMode, "-ring-slots", fmt.Sprint(a.slots), "-claim", a.claim, "-pubs", fmt.Sprint(a.pubs), "-subs", fmt.Sprint(a.subs),
-		"-pprof", a.pprof,
+		"-pprof", a.pprof, "-trace", a.trace,
 	}
 }
 
@@ -92,6 +93,7 @@ func parseRoleArgs(args []string) (roleArgs, error) {
 	fs.IntVar(&a.pubs, "pubs", 1, "")
 	fs.IntVar(&a.subs, "subs", 1, "")
 	fs.StringVar(&a.pprof, "pprof", "", "")
+	fs.StringVar(&a.trace, "trace", "", "")
 	if err := fs.Parse(args); err != nil {
 		return a, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
@@ -203,7 +205,7 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 		end := start + int64(a.duration)
 		deadline := end + int64(grace)
 		var st txStats
-		stopProf, perr := startProfile(a.pprof)
+		stopProf, perr := startProfile(a.pprof, a.trace)
 		if perr != nil {
 			return fail(perr)
 		}
@@ -234,7 +236,7 @@ func roleMain(args []string, pub bool, out io.Writer) int {
 	// The publisher starts within a moment of our ready line; allow for a
 	// slow start of its process on a busy machine.
 	deadline := nanotime() + int64(a.duration) + int64(grace) + int64(10*time.Second)
-	stopProf, perr := startProfile(a.pprof)
+	stopProf, perr := startProfile(a.pprof, a.trace)
 	if perr != nil {
 		return fail(perr)
 	}

@@ -174,3 +174,29 @@ func TestRun_TickbusShm_LossyFAA_ScalesWithoutLoss(t *testing.T) {
 		assert.Positive(t, p.Delivered, "%s %d", p.Kind, p.N)
 	}
 }
+
+// --pprof and --trace write, per child process and run, a CPU profile
+// (gzipped protobuf) and an execution trace (its header names the Go
+// release that wrote it).
+func TestRun_ProfileAndTrace_WrittenPerChild(t *testing.T) {
+	cfg := smallest(t)
+	cfg.Cases = []string{CaseFloor}
+	cfg.Scaling = false
+	cfg.Profile, cfg.Trace = true, true
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	require.NoError(t, Run(ctx, cfg, &out), out.String())
+	for _, role := range []string{"pub0", "sub0"} {
+		base := filepath.Join(cfg.Out, "floor-tp-b16-1p1s-"+role)
+		prof, err := os.ReadFile(base + ".pprof")
+		if assert.NoError(t, err, role) {
+			assert.True(t, bytes.HasPrefix(prof, []byte{0x1f, 0x8b}), "%s: the profile is not gzipped", role)
+		}
+		tr, err := os.ReadFile(base + ".trace")
+		if assert.NoError(t, err, role) {
+			assert.True(t, bytes.HasPrefix(tr, []byte("go 1.")), "%s: the trace's header: %q", role, tr[:min(len(tr), 16)])
+			assert.Greater(t, len(tr), 1024, "%s: a trace with no events", role)
+		}
+	}
+}
