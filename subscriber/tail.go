@@ -279,13 +279,18 @@ func (s *Subscriber) setClaimed(c uint64) bool {
 // every home's, and harmless when the reader knows it or is past it), and
 // judges the bound as a new epoch's counter. (The chaos test, in CI, saw
 // a reliable subscriber name 25284385..29360128, 4 M sequences, a gap
-// after its home was killed: more than were ever claimed.)
+// after its home was killed: more than were ever claimed.) The counter is
+// also the reservation bound it gives: no sequence at or above it was
+// handed out. The start was given as the bound before, and a reader that
+// had heard no home record then held the bound 1, its mark for awaiting
+// the first epoch, under which no counter is believed: Close named no
+// tail, and said nothing.
 func (s *Subscriber) setCounter(hc homeCounter) bool {
 	if s.h.joinedAt.Load() == 0 { // pairs with the Store in recHandler.OnTicks
 		return false
 	}
 	if hc.Start != 0 {
-		s.reader.SetEpoch(hc.Start, hc.Start)
+		s.reader.SetEpoch(hc.Start, hc.Next)
 	}
 	s.reader.SetClaimed(hc.Next)
 	return true
