@@ -12,6 +12,7 @@ import (
 
 	"github.com/tickbus/tickbus/rdma"
 	"github.com/tickbus/tickbus/ring"
+	"github.com/tickbus/tickbus/subscriber"
 	"github.com/tickbus/tickbus/tick"
 )
 
@@ -103,9 +104,9 @@ type Config struct {
 	Logger zerolog.Logger `yaml:"-"`
 }
 
-// DefaultRingSlots is the ring size of a tickbus subscription's default
+// DefaultRingSlots is a tickbus subscription's default ring size
 // (tickbus.WithRing): the bench measures what a user gets.
-const DefaultRingSlots = 4096
+const DefaultRingSlots = subscriber.DefaultSlots
 
 // minRingSlots keeps a whole batch of the largest size in one ring;
 // maxRingSlots (ring.MaxSlots) bounds the region.

@@ -13,6 +13,9 @@ import (
 	"github.com/tickbus/tickbus/tick"
 )
 
+// DefaultSlots is the ring's size when Config.Slots is 0.
+const DefaultSlots = 4096
+
 // DefaultSlotSize is the ring's slot when Config.SlotSize is 0: a tick
 // (tick.Size) and the slot header, rounded up to ring.SlotAlign (96 bytes).
 const DefaultSlotSize = (ring.SlotHeaderSize + tick.Size + ring.SlotAlign - 1) &^ (ring.SlotAlign - 1)
@@ -39,7 +42,7 @@ type Config struct {
 	// ID names the subscriber among the topic's subscribers on its node;
 	// default the node id.
 	ID string
-	// Slots and SlotSize shape the ring (defaults 4096 and DefaultSlotSize).
+	// Slots and SlotSize shape the ring (defaults DefaultSlots and DefaultSlotSize).
 	Slots, SlotSize int
 	// Mode is ring.Lossy (default) or ring.Reliable.
 	Mode ring.Mode
@@ -75,7 +78,7 @@ type Config struct {
 
 func (c *Config) setDefaults() error {
 	if c.Slots == 0 {
-		c.Slots = 4096
+		c.Slots = DefaultSlots
 	}
 	if c.SlotSize == 0 {
 		c.SlotSize = DefaultSlotSize
