@@ -323,6 +323,9 @@ func (s *Subscriber) onReconnect() {
 // ring.EventEpoch (Counters.Epoch), not a loss.
 func (s *Subscriber) nameTail(undeliveredFrom uint64, undelivered uint64) {
 	next, epoch, c := s.reader.ClaimedTail()
+	if c == 0 {
+		s.refusedTail(next)
+	}
 	if undelivered > 0 && undeliveredFrom < c {
 		c = undeliveredFrom
 	}
@@ -357,6 +360,23 @@ func (s *Subscriber) nameTail(undeliveredFrom uint64, undelivered uint64) {
 	if h.user != nil {
 		h.user.OnEvent(ev)
 	}
+}
+
+// refusedTail, in Close when the reader holds a counter past next that
+// it does not believe (past the reservation it knows for its epoch, which
+// may be stale, or from a home it cannot place): what was published past
+// next can be neither named nor ruled out, so Close says so
+// (Counters.TailUnknown) rather than close as if next were the topic's
+// end. An ended epoch's reservation at or past the counter is named by
+// nameEnded instead.
+func (s *Subscriber) refusedTail(next uint64) {
+	cl := s.reader.Claimed()
+	if cl <= next || cl >= ring.FenceAdd || cl <= s.endedAt.Load() || !s.h.joined {
+		return
+	}
+	s.tailUnknown.Store(true)
+	s.log.Warn().Uint64("next", next).Uint64("counter", cl).
+		Msg("subscriber: closing with a counter past the last tick that the reader cannot place in its epoch; ticks published after the last one delivered cannot be named")
 }
 
 // nameEnded, in Close when no counter bounds the tail: an epoch known to
